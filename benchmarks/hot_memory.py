@@ -1,0 +1,194 @@
+"""Hot-memory throughput against the I/O floors, measured side by side in one run.
+
+Prints one JSON document. For each durability level it runs mixed add -> replace -> remove
+rounds on a MEMORY.md pre-filled to 80% of its limit with 100-byte entries, and, interleaved
+with those rounds (so disk noise hits every series alike), two floors with the same byte sizes:
+
+- raw floor: write an 8 KiB temporary file, fsync it, ``os.replace`` it, fsync the directory;
+- protocol floor: the bare I/O of our commit with the same file sizes: take and release the
+  lock (``filelock``, as the real adapter), write and rename the projection, write, fsync and
+  rename ``memories.json``, fsync the directory (no parsing, no validation, no machine).
+
+Figures are medians over blocks. Targets (see the README): mixed ops >= 0.8x the protocol
+floor at ``full``; rendering context for an unchanged store <= 0.05x one add.
+
+Usage: python benchmarks/hot_memory.py [--blocks N] [--ops-per-block N] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import filelock
+
+from mnemon_sm import Config, MemoryRoot
+
+ENTRY_BYTES = 100
+FILL = 0.8
+
+
+def entry(tag: str, i: int) -> str:
+    text = f"{tag} fact {i:06d} "
+    return (text + "x" * ENTRY_BYTES)[:ENTRY_BYTES]
+
+
+def prefill(root: MemoryRoot, limit: int) -> None:
+    i = 0
+    while root.hot.snapshot().usage["memory"][0] + 4 + ENTRY_BYTES <= FILL * limit:
+        root.hot.add("memory", entry("base", i))
+        i += 1
+
+
+def mixed_round(root: MemoryRoot, i: int) -> None:
+    a, b = entry("new", i), entry("alt", i)
+    root.hot.add("memory", a)
+    root.hot.replace("memory", a[:16], b)
+    root.hot.remove("memory", b[:16])
+
+
+class Floors:
+    """The floors' bare I/O, with the byte sizes of the real files."""
+
+    def __init__(self, directory: Path, projection: bytes, source: bytes) -> None:
+        self.dir = directory / "runtime"  # same depth as a root's runtime/ directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.projection, self.source = projection, source
+        self.raw_data = b"r" * 8192
+        self.lock = filelock.FileLock(str(self.dir / ".memories.lock"), mode=0o600)
+
+    def _write(self, name: str, data: bytes, sync: bool) -> None:
+        temp = self.dir / f".{name}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, data)
+        if sync:
+            os.fsync(fd)
+        os.close(fd)
+        os.replace(temp, self.dir / name)
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self.dir, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+
+    def raw(self) -> None:
+        self._write("raw", self.raw_data, True)
+        self._fsync_dir()
+
+    def protocol(self) -> None:
+        self.lock.acquire(timeout=5, poll_interval=0.002)
+        try:
+            self._write("MEMORY.md", self.projection, False)
+            self._write("memories.json", self.source, True)
+            self._fsync_dir()
+        finally:
+            self.lock.release()
+
+
+def rate(fn: Callable[[], None], n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return n / (time.perf_counter() - start)
+
+
+def bench_durability(base: Path, durability: str, blocks: int, per_block: int) -> dict[str, float]:
+    root = MemoryRoot.open(base / f"root-{durability}", Config(durability=durability))
+    limit = root.config.memory_limit
+    prefill(root, limit)
+    files = base / f"root-{durability}" / "runtime"
+    floors = Floors(
+        base / f"floor-{durability}",
+        (files / "MEMORY.md").read_bytes(),
+        (files / "memories.json").read_bytes(),
+    )
+    counter = iter(range(10**9))
+    rounds = max(1, per_block // 3)
+    series: dict[str, list[float]] = {"mixed": [], "protocol": [], "raw": []}
+    for _ in range(blocks):
+        series["protocol"].append(rate(floors.protocol, per_block))
+        series["mixed"].append(rate(lambda: mixed_round(root, next(counter)), rounds) * 3)
+        series["raw"].append(rate(floors.raw, per_block))
+    medians = {k: statistics.median(v) for k, v in series.items()}
+    return {
+        "mixed_ops_per_s": round(medians["mixed"]),
+        "protocol_floor_ops_per_s": round(medians["protocol"]),
+        "raw_floor_ops_per_s": round(medians["raw"]),
+        "mixed_vs_protocol_floor": round(medians["mixed"] / medians["protocol"], 3),
+        "mixed_vs_raw_floor": round(medians["mixed"] / medians["raw"], 3),
+        "memory_used_bytes": root.hot.snapshot().usage["memory"][0],
+    }
+
+
+def bench_context(base: Path, blocks: int, per_block: int) -> dict[str, float]:
+    root = MemoryRoot.open(base / "root-context")
+    prefill(root, root.config.memory_limit)
+    counter = iter(range(10**9))
+
+    def add_then_remove() -> None:
+        text = entry("ctx", next(counter))
+        root.hot.add("memory", text)
+        root.hot.remove("memory", text[:16])
+
+    render = root.context.runtime_memory
+    render()
+    time.sleep(0.2)  # let the file's timestamps settle, as between real turns
+    renders, adds = [], []
+    for _ in range(blocks):
+        adds.append(1 / (rate(add_then_remove, max(1, per_block // 2)) * 2))
+        render()
+        time.sleep(0.2)
+        renders.append(1 / rate(render, per_block * 20))
+    add_s, render_s = statistics.median(adds), statistics.median(renders)
+    return {
+        "render_unchanged_us": round(render_s * 1e6, 2),
+        "one_add_us": round(add_s * 1e6, 1),
+        "render_vs_add": round(render_s / add_s, 4),
+    }
+
+
+def engine_event_us() -> float:
+    """Cost of one python-statemachine event on a three-state machine, for scale."""
+    from statemachine.io import create_machine_class_from_definition
+
+    states = {
+        "a": {"initial": True, "on": {"go": [{"target": "b"}]}},
+        "b": {"on": {"go": [{"target": "c"}]}},
+        "c": {"on": {"go": [{"target": "a"}]}},
+    }
+    machine = create_machine_class_from_definition("Three", states=states)()
+    n = 5000
+    return 1e6 / rate(lambda: machine.send("go"), n)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=7)
+    parser.add_argument("--ops-per-block", type=int, default=150)
+    parser.add_argument("--dir", default=None, help="where to create the roots (default: temp)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        base = Path(tmp)
+        result = {
+            "python": platform.python_version(),
+            "engine_event_us": round(engine_event_us(), 1),
+            "durability": {
+                d: bench_durability(base, d, args.blocks, args.ops_per_block)
+                for d in ("full", "normal", "off")
+            },
+            "context": bench_context(base, args.blocks, args.ops_per_block),
+        }
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Configuration: the five switches, the review delay, the limits and the durability level.
+
+One frozen attrs class, built from keyword arguments (snake_case) or a TOML file whose keys use
+the reference's camelCase spelling (``writeEnabled``, ``idleReviewMs``, ...). Every value is
+checked when the object is built; a bad value raises ``InvalidConfig`` naming the key, and an
+unknown key is an error rather than a silent no-op.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+from attrs import validators as v
+
+from .convert import StructureFailed, register_camel_case, structure
+from .errors import InvalidConfig
+
+__all__ = ["Config", "Durability"]
+
+Durability = Literal["full", "normal", "off"]
+Mode = Literal["guided", "off"]
+
+# Reference defaults (dsh-mnemon v0.2.15, section 13 of the reference notes).
+USER_LIMIT = 4096  # bytes of USER.md, delimiters included
+MEMORY_LIMIT = 10240  # bytes of MEMORY.md, delimiters included
+IDLE_REVIEW_MS = 30_000  # idle delay before a background review
+LOCK_TIMEOUT_MS = 5_000  # how long a writer waits for the runtime lock
+
+# Bounds: limits stay large enough for one maximal entry's worth of structure and small
+# enough to be injected into every model call; the review delay keeps the reference's range.
+_LIMIT_RANGE = (256, 1_048_576)
+_IDLE_RANGE = (5_000, 600_000)
+_LOCK_RANGE = (100, 120_000)
+
+
+def _between(low: int, high: int) -> Any:
+    return [v.ge(low), v.le(high)]
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """Settings of one storage root.
+
+    Attributes:
+        recall_mode: ``guided`` adds the recall clause to lifecycle cues; ``off`` drops it.
+        writeback_mode: ``guided`` adds the write clause and enables background review.
+        lifecycle_enabled: per-agent prime, cues, activity and review.
+        routing_guidance: include the routing paragraph in the system prompt.
+        write_enabled: when false every mutation raises ``ReadOnly`` before touching disk.
+        idle_review_ms: idle delay before a background review (5000..600000).
+        user_limit: byte budget of USER.md. memory_limit: byte budget of MEMORY.md.
+        durability: ``full`` fsyncs the source file and its directory on every commit,
+            ``normal`` the file only, ``off`` nothing (tests and throwaway roots).
+        lock_timeout_ms: how long a writer waits for the runtime lock (100..120000).
+    """
+
+    recall_mode: Mode = attrs.field(default="guided", validator=v.in_(("guided", "off")))
+    writeback_mode: Mode = attrs.field(default="guided", validator=v.in_(("guided", "off")))
+    lifecycle_enabled: bool = attrs.field(default=True, validator=v.instance_of(bool))
+    routing_guidance: bool = attrs.field(default=True, validator=v.instance_of(bool))
+    write_enabled: bool = attrs.field(default=True, validator=v.instance_of(bool))
+    idle_review_ms: int = attrs.field(default=IDLE_REVIEW_MS, validator=_between(*_IDLE_RANGE))
+    user_limit: int = attrs.field(default=USER_LIMIT, validator=_between(*_LIMIT_RANGE))
+    memory_limit: int = attrs.field(default=MEMORY_LIMIT, validator=_between(*_LIMIT_RANGE))
+    durability: Durability = attrs.field(
+        default="full", validator=v.in_(("full", "normal", "off"))
+    )
+    lock_timeout_ms: int = attrs.field(default=LOCK_TIMEOUT_MS, validator=_between(*_LOCK_RANGE))
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], *, source: str = "config") -> Config:
+        """Build from camelCase keys (a parsed TOML or JSON document)."""
+        try:
+            return structure(data, cls)
+        except StructureFailed as exc:
+            raise InvalidConfig(f"invalid {source}: {'; '.join(exc.problems)}") from None
+
+    @classmethod
+    def from_toml(cls, path: str | Path, **overrides: Any) -> Config:
+        """Load a TOML file (camelCase keys), then apply snake_case keyword overrides."""
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise InvalidConfig(f"cannot read config file {path}: {exc}") from None
+        return cls.from_mapping(data, source=f"config file {path}").replace(**overrides)
+
+    @classmethod
+    def of(cls, **values: Any) -> Config:
+        """Build from snake_case keyword arguments, raising ``InvalidConfig`` on a bad value."""
+        unknown = set(values) - {a.name for a in attrs.fields(cls)}
+        if unknown:
+            raise InvalidConfig(f"unknown config option(s): {', '.join(sorted(unknown))}")
+        for name, value in values.items():
+            _check_type(name, value)
+        try:
+            return cls(**values)
+        except (ValueError, TypeError) as exc:
+            raise InvalidConfig(f"invalid config: {exc}") from None
+
+    def replace(self, **values: Any) -> Config:
+        """A copy with some values changed (validated like :meth:`of`)."""
+        return Config.of(**{**attrs.asdict(self), **values})
+
+    def limit(self, target: str) -> int:
+        """Byte budget of a hot-memory target (``user`` or ``memory``)."""
+        return self.user_limit if target == "user" else self.memory_limit
+
+
+def _check_type(name: str, value: Any) -> None:
+    expected = attrs.fields_dict(Config)[name].type
+    if expected == "bool" and type(value) is not bool:
+        raise InvalidConfig(f"invalid config: {name} must be true or false, got {value!r}")
+    if expected == "int" and type(value) is not int:
+        raise InvalidConfig(f"invalid config: {name} must be an integer, got {value!r}")
+
+
+register_camel_case(Config)

@@ -1,0 +1,106 @@
+"""The one strict cattrs converter every JSON, YAML and TOML boundary goes through.
+
+cattrs' default primitive hooks are lax (``"7"`` becomes 7, ``None`` becomes ``"None"``,
+``"false"`` becomes True). Here every primitive must already have its exact type, numbers must
+be finite, unknown keys are errors, and failures come back as one readable list of
+``message @ $.path`` lines, so callers can wrap them in their own typed error
+(``CorruptStore`` for files on disk, ``InvalidConfig`` for settings, ``SpecError`` for specs).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.v import transform_error
+
+__all__ = ["StructureFailed", "camel_case", "converter", "register_camel_case", "structure"]
+
+T = TypeVar("T")
+
+
+class StructureFailed(Exception):
+    """Raised by :func:`structure`: ``problems`` lists one readable line per failure."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def _strict_str(value: Any, _: type) -> str:
+    if type(value) is not str:
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _strict_int(value: Any, _: type) -> int:
+    if type(value) is not int:
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _strict_bool(value: Any, _: type) -> bool:
+    if type(value) is not bool:
+        raise TypeError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
+def _strict_float(value: Any, _: type) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise TypeError(f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.register_structure_hook(str, _strict_str)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook(float, _strict_float)
+    return conv
+
+
+converter = _make_converter()
+
+_CAMEL = re.compile(r"_([a-z0-9])")
+
+
+def camel_case(name: str) -> str:
+    """``idle_review_ms`` -> ``idleReviewMs``."""
+    return _CAMEL.sub(lambda m: m.group(1).upper(), name)
+
+
+def register_camel_case(cls: type[Any]) -> None:
+    """Make ``converter`` read and write ``cls`` with camelCase keys (the on-disk spelling)."""
+    renames = {a.name: override(rename=camel_case(a.name)) for a in attrs.fields(cls)}
+    converter.register_structure_hook(
+        cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames)
+    )
+    converter.register_unstructure_hook(
+        cls, make_dict_unstructure_fn(cls, converter, **renames)
+    )
+
+
+def _format_exception(exc: BaseException, _type: type | None) -> str:
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        return f"unknown field(s): {', '.join(sorted(exc.extra_fields))}"
+    return str(exc) or type(exc).__name__
+
+
+def structure(data: Any, cls: type[T], *, root: str = "$") -> T:
+    """Structure ``data`` into ``cls`` strictly, or raise :class:`StructureFailed`."""
+    try:
+        return converter.structure(data, cls)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        if isinstance(exc, cattrs.BaseValidationError):
+            problems = transform_error(exc, path=root, format_exception=_format_exception)
+        else:
+            problems = [f"{exc} @ {root}"]
+        raise StructureFailed(problems) from exc
+

@@ -1,0 +1,156 @@
+"""Every exception mnemon_sm raises, under one root.
+
+Theory of operation
+-------------------
+A caller needs to know two things about a failure: whose fault it was and whether anything
+changed. The tree answers both:
+
+- ``RequestRejected`` and its subclasses: the request broke a rule (bad input, no match,
+  over capacity, read-only). Nothing was written. Fix the request, not the storage.
+- ``StorageError`` and its subclasses: the storage root could not be used (lock timeout, a
+  corrupt source of truth, an operating-system error). Nothing acknowledged was lost; retry
+  or repair the root.
+- ``IllegalEvent``: a flow was asked to do something its spec does not allow in its current
+  state. The state did not move. This is a programming error of the caller.
+
+Internal code raises these classes directly; the engine's own ``TransitionNotAllowed`` is
+translated to ``IllegalEvent`` exactly once, where events are sent (``engine.flow``).
+Every error renders to the JSON shape the CLI prints: ``{"type": ..., "message": ...}`` plus
+the error's own fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AmbiguousMatch",
+    "CapacityExceeded",
+    "CorruptStore",
+    "DuplicateEntry",
+    "IllegalEvent",
+    "InvalidConfig",
+    "InvalidInput",
+    "LockTimeout",
+    "MnemonError",
+    "NoMatch",
+    "ReadOnly",
+    "RequestRejected",
+    "SpecError",
+    "StorageError",
+]
+
+
+class MnemonError(Exception):
+    """Root of every error mnemon_sm raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def fields(self) -> dict[str, Any]:
+        """Structured details beyond the message (empty unless a subclass adds some)."""
+        return {}
+
+    def to_json(self) -> dict[str, Any]:
+        """The error as the CLI prints it: type, message and the error's fields."""
+        return {"type": type(self).__name__, "message": self.message, **self.fields()}
+
+
+class RequestRejected(MnemonError):
+    """The request broke a rule; nothing was written. Change the request and try again."""
+
+
+class InvalidInput(RequestRejected, ValueError):
+    """A value is missing, malformed or too large (for example content with the § delimiter)."""
+
+
+class InvalidConfig(InvalidInput):
+    """A configuration value is out of range or of the wrong type."""
+
+
+class NoMatch(RequestRejected, LookupError):
+    """``old_text`` matched no entry of the target."""
+
+
+class AmbiguousMatch(RequestRejected, LookupError):
+    """``old_text`` matched several entries; use a longer, unique substring.
+
+    ``candidates`` holds short previews of the matching entries.
+    """
+
+    def __init__(self, message: str, candidates: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.candidates = candidates
+
+    def fields(self) -> dict[str, Any]:
+        return {"candidates": list(self.candidates)}
+
+
+class DuplicateEntry(RequestRejected):
+    """A replacement would make the entry identical to another entry of the same target."""
+
+
+class CapacityExceeded(RequestRejected):
+    """The change would push the target past its byte limit (UTF-8 bytes, delimiters included).
+
+    ``used`` is the target's size before the change, ``projected`` the size after it.
+    """
+
+    def __init__(self, message: str, *, target: str, used: int, projected: int, limit: int):
+        super().__init__(message)
+        self.target = target
+        self.used = used
+        self.projected = projected
+        self.limit = limit
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "used": self.used,
+            "projected": self.projected,
+            "limit": self.limit,
+        }
+
+
+class ReadOnly(RequestRejected):
+    """The root is configured with ``writeEnabled = false``; no mutation is allowed."""
+
+
+class StorageError(MnemonError):
+    """The storage root could not be read or written. The cause, if any, is ``__cause__``."""
+
+
+class LockTimeout(StorageError, TimeoutError):
+    """Another writer held the root's lock for longer than the configured timeout."""
+
+
+class CorruptStore(StorageError):
+    """A source-of-truth file cannot be parsed or breaks its format; it was left untouched.
+
+    ``path`` names the file relative to the storage root.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def fields(self) -> dict[str, Any]:
+        return {"path": self.path}
+
+
+class IllegalEvent(MnemonError):
+    """The flow's spec does not allow this event in the current state; the state did not move."""
+
+    def __init__(self, *, flow: str, state: str, event: str) -> None:
+        super().__init__(f"{flow}: event {event!r} is not allowed in state {state!r}")
+        self.flow = flow
+        self.state = state
+        self.event = event
+
+    def fields(self) -> dict[str, Any]:
+        return {"flow": self.flow, "state": self.state, "event": self.event}
+
+
+class SpecError(MnemonError):
+    """A spec file is malformed or disagrees with its context class (found when loading)."""

@@ -1,0 +1,178 @@
+"""Context of ``specs/hot_memory_mutation.yaml``: the callbacks the spec names, and its data.
+
+Theory of operation
+-------------------
+The spec decides the order of work; this class only supplies the steps. Opening a root enters
+``opening``, whose entry actions create the directories, take the lock, remove stale temporary
+files, reload the source and repair the projections. Each mutation is one event (``add``,
+``replace`` or ``remove``): its validators check the request before anything touches disk, then
+``mutating`` runs the spec's pipeline (lock, reload, check, write projections, write source,
+release) and one outcome edge (committed, unchanged, rejected, failed) returns to ``ready``.
+
+Every pipeline step after the first decided outcome is skipped, and ``release_lock`` always
+runs, so the lock is never left held by an expected failure. Expected failures (a typed
+``RequestRejected`` from the rules, a ``StorageError`` from a port) become the outcome; any
+other exception propagates with the state unchanged, and :meth:`run` releases the lock on the
+way out. One machine instance serves every operation of the root.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import Config
+from ..engine.flow import Machine, send, start, state_of
+from ..errors import CorruptStore, MnemonError, ReadOnly, StorageError
+from ..ports import Ports
+from ..text import iso_ms
+from .model import LOCK_NAME, RUNTIME_DIR, SOURCE_PATH, HotStore
+from .rules import Commit, Mutation, Receipt, Rejected, Unchanged, check_request, plan_mutation
+from .store import (
+    SourceCache,
+    clear_stale_temps,
+    repair_projections,
+    commit,
+)
+
+__all__ = ["HotMutationFlow"]
+
+FLOW = "hot_memory_mutation"
+
+
+class HotMutationFlow:
+    """Drives one storage root's hot-memory machine. Not thread-safe: callers serialize."""
+
+    def __init__(self, ports: Ports, config: Config, cache: SourceCache) -> None:
+        self.ports, self.config, self.cache = ports, config, cache
+        self.state: str | None = None  # the machine writes its state value here
+        self._mutation: Mutation | None = None
+        self._store: HotStore | None = None
+        self._base: bytes | None = None  # the source bytes the decision was based on
+        self._outcome: Commit | Unchanged | Rejected | None = None
+        self._failure: MnemonError | None = None
+        self._locked = False
+        self.last_commit: tuple[bytes | None, bytes] | None = None  # (before, after) bytes
+        self._machine: Machine = start(FLOW, self)
+        if self._failure is not None and self.state == "closed":
+            raise self._failure
+
+    # -- driving ---------------------------------------------------------------------------
+
+    def run(self, action: str, **fields: object) -> Receipt:
+        """Send one mutation event and return its receipt or raise its typed error.
+
+        ``fields`` are the request's ``target``, ``content``, ``old_text`` and ``importance``;
+        they travel as one ``request`` mapping (the engine reserves names like ``target``).
+        """
+        self._mutation = self._store = self._outcome = self._failure = None
+        try:
+            send(self._machine, FLOW, action, request={"action": action, **fields})
+        finally:
+            if self._locked:  # only after an unexpected exception inside the pipeline
+                self.release_lock()
+        outcome, failure = self._outcome, self._failure
+        self._mutation = self._store = self._outcome = self._failure = None
+        if failure is not None:
+            self.cache.forget()  # a failed commit may have replaced a projection
+            raise failure
+        if isinstance(outcome, Rejected):
+            raise outcome.error
+        assert outcome is not None, f"{FLOW}: no outcome in state {self.state}"
+        return outcome.receipt
+
+    def close(self) -> None:
+        """Enter the final state; every later event raises ``IllegalEvent``."""
+        send(self._machine, FLOW, "close")
+
+    @property
+    def machine_state(self) -> str:
+        return state_of(self._machine)
+
+    # -- validators ------------------------------------------------------------------------
+
+    def check_writable(self) -> None:
+        if not self.config.write_enabled:
+            raise ReadOnly("this storage root is configured read-only (writeEnabled = false)")
+
+    def check_request(self, request: dict[str, object]) -> None:
+        self._mutation = check_request(**request)
+
+    # -- pipeline steps (entry actions) ----------------------------------------------------
+
+    def create_directories(self) -> None:
+        self._attempt(self.ports.files.ensure_dir, RUNTIME_DIR)
+
+    def acquire_lock(self) -> None:
+        if self._undecided():
+            self._attempt(self.ports.locks.acquire, LOCK_NAME, self.config.lock_timeout_ms)
+            self._locked = self._failure is None
+
+    def clear_stale_temps(self) -> None:
+        if self._undecided():
+            self._attempt(clear_stale_temps, self.ports.files)
+
+    def reload_source(self) -> None:
+        if self._undecided():
+            self._attempt(self._reload)
+
+    def repair_projections(self) -> None:
+        if self._undecided() and self._store is not None:
+            self._attempt(repair_projections, self.ports.files, self._store)
+            self.cache.projections_verified = self._failure is None
+
+    def check_mutation(self) -> None:
+        if self._undecided():
+            assert self._store is not None and self._mutation is not None
+            now = iso_ms(self.ports.clock.now_ms())
+            limit = self.config.limit(self._mutation.target)
+            self._outcome = plan_mutation(self._store, self._mutation, now, limit)
+
+    def commit(self) -> None:
+        outcome = self._outcome
+        if self._failure is None and isinstance(outcome, Commit):
+            assert self._store is not None
+            data = self._attempt(
+                commit, self.ports.files, self._store, outcome.store, self.config.durability,
+                (outcome.target,),
+            )  # fmt: skip
+            if data is not None:
+                self.cache.remember(data, outcome.store)
+                self.last_commit = (self._base, data)
+
+    def release_lock(self) -> None:
+        if self._locked:
+            self._locked = False
+            self._attempt(self.ports.locks.release, LOCK_NAME)
+
+    def report_outcome(self, machine: Machine) -> None:
+        """Raise the internal event of a non-commit outcome (a commit raises nothing)."""
+        if self._failure is not None:
+            machine.raise_("storage_failed")
+        elif isinstance(self._outcome, Unchanged):
+            machine.raise_("duplicate_found")
+        elif isinstance(self._outcome, Rejected):
+            machine.raise_("request_rejected")
+
+    # -- guards ----------------------------------------------------------------------------
+
+    def is_unavailable(self) -> bool:
+        """Opening could not take the lock or use the directory (a corrupt source is not
+        unavailability: the root opens and every operation reports it)."""
+        return self._failure is not None and not isinstance(self._failure, CorruptStore)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _undecided(self) -> bool:
+        return self._failure is None and self._outcome is None
+
+    def _reload(self) -> None:
+        self._base = self.ports.files.read(SOURCE_PATH)
+        self._store = self.cache.load(self._base)
+
+    def _attempt(self, step: Any, *args: Any) -> Any:
+        try:
+            return step(*args)
+        except StorageError as exc:
+            if self._failure is None:
+                self._failure = exc
+            return None

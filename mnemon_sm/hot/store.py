@@ -1,0 +1,133 @@
+"""I/O mechanics of the hot store, shared by the mutation flow and context rendering.
+
+Everything here goes through the ``Files`` port. The commit protocol:
+
+1. write and rename the changed projection(s) (derived data: no fsync);
+2. write the new ``memories.json`` to a temporary file, fsync it (durability ``full`` and
+   ``normal``), rename it over the old one (the commit point) and fsync the directory
+   (``full``).
+
+A crash before step 2's rename leaves the old source authoritative; projections that already
+show the new state are repaired from the source when a root is opened or context is rendered.
+Temporary files of crashed writers are removed, under the lock, when a root is opened.
+
+:class:`SourceCache` remembers the last source bytes seen and their parse, so an unchanged file
+is never parsed twice; equality of bytes is the proof, never a timestamp.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ..errors import StorageError
+from ..ports import TEMP_NAME, Files, Stamp
+from .model import RUNTIME_DIR, SOURCE_PATH, TARGETS, HotStore, parse_source, projection_path
+
+__all__ = [
+    "SourceCache",
+    "clear_stale_temps",
+    "commit",
+    "repair_projections",
+    "write_projections",
+    "write_source",
+]
+
+_MISSING = b"\x00missing"  # cache key of an absent source (no real file has these bytes)
+
+
+@attrs.define
+class SourceCache:
+    """The last ``memories.json`` bytes seen, their parse, and whether projections match."""
+
+    data: bytes | None = _MISSING
+    store: HotStore = attrs.Factory(HotStore)
+    stamp: Stamp | None = None
+    projections_verified: bool = False
+
+    def load(self, data: bytes | None) -> HotStore:
+        """Parse ``data`` unless it equals the bytes already parsed (raises CorruptStore)."""
+        key = _MISSING if data is None else data
+        if key != self.data:
+            store = parse_source(data)
+            self.data, self.store, self.projections_verified = key, store, False
+            self.stamp = None
+        return self.store
+
+    def remember(self, data: bytes, store: HotStore) -> None:
+        """Record what a commit just wrote.
+
+        A commit rewrites the projections that changed, so projections verified before it
+        are still verified after it; unverified ones stay unverified.
+        """
+        self.data, self.store, self.stamp = data, store, None
+
+    def forget(self) -> None:
+        """Drop everything (after a failed commit, so the next reader checks the disk)."""
+        self.data, self.store, self.stamp, self.projections_verified = _MISSING, HotStore(), None, False
+
+
+def clear_stale_temps(files: Files) -> int:
+    """Remove temporary files left in ``runtime/`` by crashed writers (call under the lock)."""
+    stale = [n for n in files.list(RUNTIME_DIR) if TEMP_NAME.match(n)]
+    for name in stale:
+        files.remove(f"{RUNTIME_DIR}/{name}")
+    return len(stale)
+
+
+def repair_projections(files: Files, store: HotStore) -> int:
+    """Rewrite every projection whose bytes differ from ``store`` (call under the lock)."""
+    repaired = 0
+    for target in TARGETS:
+        path, expected = projection_path(target), store.projection(target)
+        if files.read(path) != expected:
+            _replace(files, path, expected, sync=False)
+            repaired += 1
+    return repaired
+
+
+def write_projections(
+    files: Files, before: HotStore, after: HotStore, targets: tuple[str, ...] = TARGETS
+) -> None:
+    """Step 1 of a commit: replace each projection (of ``targets``) whose content changes."""
+    for target in targets:
+        projection = after.projection(target)
+        if projection != before.projection(target):
+            _replace(files, projection_path(target), projection, sync=False)
+
+
+def write_source(files: Files, after: HotStore, durability: str) -> bytes:
+    """Step 2 of a commit (the commit point); returns the bytes written."""
+    data = after.encode()
+    _replace(files, SOURCE_PATH, data, sync=durability != "off")
+    if durability == "full":
+        files.fsync(RUNTIME_DIR)
+    return data
+
+
+def commit(
+    files: Files,
+    before: HotStore,
+    after: HotStore,
+    durability: str,
+    targets: tuple[str, ...] = TARGETS,
+) -> bytes:
+    """The commit protocol: projections first, then the source; returns the source bytes.
+
+    ``targets`` may name the only targets that changed, to skip comparing the others.
+    """
+    write_projections(files, before, after, targets)
+    return write_source(files, after, durability)
+
+
+def _replace(files: Files, path: str, data: bytes, *, sync: bool) -> None:
+    temp = files.write_temp(path, data)
+    try:
+        if sync:
+            files.fsync(temp)
+        files.rename(temp, path)
+    except StorageError:
+        try:
+            files.remove(temp)
+        except StorageError:
+            pass  # left for the next opener's clean-up; the original error matters more
+        raise

@@ -1,0 +1,128 @@
+"""Ports: the only way flows touch the outside world.
+
+Theory of operation
+-------------------
+Each port is a small ``typing.Protocol`` for one capability. Flows receive a frozen
+:class:`Ports` bundle and call nothing else that does I/O. Three adapters exist for every
+port: the real one (:mod:`mnemon_sm.ports.real`), an in-memory fake that records every call
+(:mod:`mnemon_sm.testing.memory`) and a fault-injecting wrapper
+(:mod:`mnemon_sm.testing.faults`). One contract suite (:mod:`mnemon_sm.testing.contract`)
+holds all of them to the same behaviour.
+
+Paths are POSIX paths relative to the storage root (``runtime/memories.json``); an adapter
+never accepts an absolute path or ``..``. Adapters raise only ``StorageError`` (with the
+operating-system error as ``__cause__``) or ``LockTimeout``; never a bare ``OSError``.
+
+Later flows add ports (LLM workers, the long-term store) as new fields of :class:`Ports`;
+the ones here do not change shape.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+__all__ = ["TEMP_NAME", "Clock", "Files", "Locks", "Ports", "Stamp"]
+
+#: Every temporary file an adapter creates is named ``.<name>.<pid>.<epoch ms>.<hex>.tmp``
+#: (the reference's pattern), so an opener can recognise and remove what a crashed writer left.
+TEMP_NAME = re.compile(r"^\..+\.[0-9]+\.[0-9]+\.[0-9a-f]+\.tmp$")
+
+
+@attrs.frozen
+class Stamp:
+    """What a file looked like when last seen; equal stamps prove the content unchanged.
+
+    Adapters decide what goes in ``token`` (the real one: inode, size, times; the fake: a
+    version counter) and must never return an equal stamp for different content.
+    """
+
+    token: tuple[int, ...]
+
+
+@runtime_checkable
+class Files(Protocol):
+    """The files of one storage root."""
+
+    def read(self, path: str) -> bytes | None:
+        """Return the file's bytes, or None when it does not exist.
+
+        Raises:
+            StorageError: the file exists but cannot be read (including a symlink).
+        """
+        ...
+
+    def read_if_changed(self, path: str, seen: Stamp | None) -> tuple[Stamp | None, bytes | None]:
+        """Return ``(stamp, data)``; ``data`` is None when the file provably still has ``seen``.
+
+        A missing file gives ``(None, None)``. Adapters that cannot prove a file unchanged
+        read it again; they may never report a changed file as unchanged.
+        """
+        ...
+
+    def write_temp(self, path: str, data: bytes) -> str:
+        """Write ``data`` to a new, unique temporary file beside ``path`` (mode 0600),
+        named after ``path`` to match :data:`TEMP_NAME`.
+
+        Returns:
+            The temporary file's path, to be passed to :meth:`fsync` and :meth:`rename`.
+        """
+        ...
+
+    def fsync(self, path: str) -> None:
+        """Flush a file, or a directory (its entries), to stable storage."""
+        ...
+
+    def rename(self, source: str, target: str) -> None:
+        """Atomically replace ``target`` with ``source`` (same directory)."""
+        ...
+
+    def list(self, directory: str) -> tuple[str, ...]:
+        """Names in ``directory``, sorted; empty when the directory does not exist."""
+        ...
+
+    def remove(self, path: str) -> None:
+        """Delete a file; deleting a missing file is not an error."""
+        ...
+
+    def ensure_dir(self, directory: str) -> None:
+        """Create ``directory`` (and parents) with mode 0700 if missing."""
+        ...
+
+
+@runtime_checkable
+class Locks(Protocol):
+    """Named exclusive locks shared by every process using the storage root."""
+
+    def acquire(self, name: str, timeout_ms: int) -> None:
+        """Block until the lock is held by this process, at most ``timeout_ms``.
+
+        Raises:
+            LockTimeout: another holder kept it longer than the timeout.
+            StorageError: the lock file cannot be opened (for example it is a symlink).
+        """
+        ...
+
+    def release(self, name: str) -> None:
+        """Release the lock if this process holds it; otherwise do nothing."""
+        ...
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Wall-clock time as an input."""
+
+    def now_ms(self) -> int:
+        """Milliseconds since the Unix epoch."""
+        ...
+
+
+@attrs.frozen
+class Ports:
+    """Everything a flow may use to reach the outside world."""
+
+    files: Files
+    locks: Locks
+    clock: Clock

@@ -1,0 +1,243 @@
+"""Real adapters: the local file system, ``filelock`` and the system clock.
+
+Rules kept here:
+- every path is relative to the storage root and may not escape it;
+- files are opened with ``O_NOFOLLOW`` (a symlink in place of a managed file or a lock file is
+  refused, never followed) and created with mode 0600; directories are created 0700;
+- a temporary file lives beside its target and is named
+  ``.<name>.<pid>.<epoch ms>.<hex>.tmp`` (the reference's pattern), so a later opener can find
+  and remove what a crashed writer left behind;
+- every ``OSError`` becomes ``StorageError`` (``__cause__`` keeps the original).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import stat
+import time
+from pathlib import Path
+
+import filelock
+
+from ..errors import LockTimeout, StorageError
+from . import TEMP_NAME, Ports, Stamp
+
+__all__ = ["RealFiles", "RealLocks", "SystemClock", "real_ports"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+# A stat-based "unchanged" proof is only trusted once the file's times are this far in the
+# past: file-system timestamps are coarse (a few ms on ext4), so two writes inside one tick
+# can leave equal times; 100 ms is far beyond any tick (the "racy clean" rule of git).
+_RACY_WINDOW_NS = 100_000_000
+# filelock retries a contended lock by polling; 2 ms keeps waits short without spinning.
+_LOCK_POLL_S = 0.002
+
+
+def _storage_error(action: str, path: str, exc: OSError) -> StorageError:
+    if exc.errno == errno.ELOOP:
+        return StorageError(f"cannot {action} {path}: it is a symbolic link, which is refused")
+    return StorageError(f"cannot {action} {path}: {exc.strerror or exc}")
+
+
+class RealFiles:
+    """Files of one storage root on the local file system."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._base = str(self.root)
+        self._known: dict[str, str] = {}  # checked relative path -> absolute path
+        self._temps = itertools.count()
+
+    def _abs(self, path: str) -> str:
+        full = self._known.get(path)
+        if full is None:
+            parts = path.split("/")
+            if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+                raise StorageError(f"refusing a path outside the storage root: {path!r}")
+            full = os.path.join(self._base, *parts)
+            if not TEMP_NAME.match(parts[-1]):  # temp names are unique: not worth keeping
+                self._known[path] = full
+        return full
+
+    def read(self, path: str) -> bytes | None:
+        try:
+            fd = os.open(self._abs(path), os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _storage_error("read", path, exc) from exc
+        try:
+            return _read_all(fd)
+        except OSError as exc:
+            raise _storage_error("read", path, exc) from exc
+        finally:
+            os.close(fd)
+
+    def read_if_changed(self, path: str, seen: Stamp | None) -> tuple[Stamp | None, bytes | None]:
+        full = self._abs(path)
+        try:
+            if seen is not None:
+                st = os.stat(full, follow_symlinks=False)
+                if _stamp(st) == seen:
+                    return seen, None
+            fd = os.open(full, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            raise _storage_error("read", path, exc) from exc
+        try:
+            return _stamp(os.fstat(fd)), _read_all(fd)
+        except OSError as exc:
+            raise _storage_error("read", path, exc) from exc
+        finally:
+            os.close(fd)
+
+    def write_temp(self, path: str, data: bytes) -> str:
+        directory, _, name = path.rpartition("/")
+        # pid + time + a per-adapter counter: unique across processes; O_EXCL guards the rest.
+        stamp = f"{os.getpid()}.{time.time_ns() // 1_000_000}.{next(self._temps):x}"
+        temp = f".{name}.{stamp}.tmp"
+        temp_path = f"{directory}/{temp}" if directory else temp
+        full = self._abs(temp_path)
+        try:
+            fd = os.open(
+                full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600
+            )
+        except OSError as exc:
+            raise _storage_error("create", temp_path, exc) from exc
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            os.close(fd)
+            _unlink_quietly(full)
+            raise _storage_error("write", temp_path, exc) from exc
+        os.close(fd)
+        return temp_path
+
+    def fsync(self, path: str) -> None:
+        full = self._abs(path) if path else str(self.root)
+        try:
+            fd = os.open(full, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise _storage_error("fsync", path or ".", exc) from exc
+
+    def rename(self, source: str, target: str) -> None:
+        try:
+            os.replace(self._abs(source), self._abs(target))
+        except OSError as exc:
+            raise _storage_error("rename", f"{source} to {target}", exc) from exc
+
+    def list(self, directory: str) -> tuple[str, ...]:
+        full = self._abs(directory) if directory else str(self.root)
+        try:
+            return tuple(sorted(os.listdir(full)))
+        except FileNotFoundError:
+            return ()
+        except OSError as exc:
+            raise _storage_error("list", directory or ".", exc) from exc
+
+    def remove(self, path: str) -> None:
+        try:
+            os.unlink(self._abs(path))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _storage_error("remove", path, exc) from exc
+
+    def ensure_dir(self, directory: str) -> None:
+        full = self._abs(directory) if directory else str(self.root)
+        try:
+            os.makedirs(full, mode=0o700, exist_ok=True)
+            st = os.stat(full, follow_symlinks=False)
+        except OSError as exc:
+            raise _storage_error("create directory", directory or ".", exc) from exc
+        if not stat.S_ISDIR(st.st_mode):
+            raise StorageError(f"{directory or '.'} is not a directory")
+
+
+def _stamp(st: os.stat_result) -> Stamp:
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, "symbolic link")
+    token = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_WINDOW_NS:
+        # Too recent to prove anything later: make this stamp unequal to every other one.
+        token += (time.perf_counter_ns(),)
+    return Stamp(token)
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    data = os.read(fd, size + 1)  # one read when the size is right; loop if it grew
+    if len(data) <= size:
+        return data
+    chunks = [data]
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class RealLocks:
+    """Cross-process locks: ``filelock`` (``flock``) on ``<root>/<name>``, mode 0600."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._locks: dict[str, filelock.FileLock] = {}
+
+    def _lock(self, name: str) -> filelock.FileLock:
+        lock = self._locks.get(name)
+        if lock is None:
+            RealFiles(self.root)._abs(name)  # same path rules as files
+            lock = filelock.FileLock(str(self.root / name), mode=0o600)
+            self._locks[name] = lock
+        return lock
+
+    def acquire(self, name: str, timeout_ms: int) -> None:
+        lock = self._lock(name)
+        try:
+            lock.acquire(timeout=timeout_ms / 1000, poll_interval=_LOCK_POLL_S)
+        except filelock.Timeout:
+            raise LockTimeout(
+                f"timed out after {timeout_ms} ms waiting for the lock {name}"
+            ) from None
+        except OSError as exc:
+            raise _storage_error("lock", name, exc) from exc
+
+    def release(self, name: str) -> None:
+        lock = self._locks.get(name)
+        if lock is not None and lock.is_locked:
+            lock.release(force=True)
+
+    def release_all(self) -> None:
+        """Release every lock this object holds (what the kernel does when a process dies)."""
+        for name in list(self._locks):
+            self.release(name)
+
+
+class SystemClock:
+    """The system's wall clock."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+def real_ports(root: str | Path) -> Ports:
+    """Ports on the local file system for the storage root ``root``."""
+    return Ports(files=RealFiles(root), locks=RealLocks(root), clock=SystemClock())

@@ -1,0 +1,218 @@
+"""The public facade: a storage root with its hot memory and per-turn context.
+
+Host integrators use only this module (re-exported by the package)::
+
+    root = MemoryRoot.open("~/.mnemon")
+    receipt = root.hot.add("user", "User prefers concise replies", importance="critical")
+    text = root.context.runtime_memory()
+
+No state machine is visible here. Operations on one root are serialized inside the process by
+a mutex and across processes by the root's file lock; every failure is a typed
+``MnemonError``.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .config import Config
+from .errors import StorageError
+from .hot.context_text import ROUTING_GUIDANCE, render_runtime_memory
+from .hot.flow import HotMutationFlow
+from .hot.model import LOCK_NAME, SOURCE_PATH, TARGETS, HotEntry, HotStore
+from .hot.rules import Receipt
+from .hot.store import SourceCache, repair_projections
+from .ports import Ports
+from .ports.real import real_ports
+
+__all__ = ["Context", "HotMemory", "HotSnapshot", "MemoryRoot"]
+
+
+@attrs.frozen
+class HotSnapshot:
+    """A read of hot memory: the revision and, per target, entries and usage."""
+
+    revision: str
+    entries: tuple[HotEntry, ...]
+    usage: dict[str, tuple[int, int]]  # target -> (used, limit)
+
+    def of(self, target: str) -> tuple[HotEntry, ...]:
+        return tuple(e for e in self.entries if e.target == target)
+
+    def to_json(self, target: str | None = None) -> dict[str, Any]:
+        """``{"revision": ..., "<target>": {"entries": [...], "usage": {...}}, ...}``."""
+        out: dict[str, Any] = {"revision": self.revision}
+        for t in TARGETS:
+            if target is None or t == target:
+                used, limit = self.usage[t]
+                out[t] = {
+                    "entries": [
+                        {
+                            "content": e.content,
+                            "importance": e.importance,
+                            "createdAt": e.created_at,
+                            "updatedAt": e.updated_at,
+                        }
+                        for e in self.of(t)
+                    ],
+                    "usage": {"used": used, "limit": limit},
+                }
+        return out
+
+
+class _Shared:
+    """What the facades of one root share: ports, config, the source cache and a mutex."""
+
+    def __init__(self, ports: Ports, config: Config) -> None:
+        self.ports, self.config = ports, config
+        self.cache = SourceCache()
+        self.mutex = threading.RLock()
+
+    def current(self) -> HotStore:
+        """The source as it is on disk now; parses only when its bytes changed."""
+        stamp, data = self.ports.files.read_if_changed(SOURCE_PATH, self.cache.stamp)
+        if stamp is None:
+            store = self.cache.load(None)
+        elif data is None:
+            return self.cache.store
+        else:
+            store = self.cache.load(data)
+            self.cache.stamp = stamp
+        return store
+
+    def verify_projections(self) -> None:
+        """Repair the projections under the lock unless already verified for this source.
+
+        A lock that cannot be taken only postpones the repair to the next call: rendering
+        context must not fail because another writer is busy.
+        """
+        if self.cache.projections_verified:
+            return
+        files, locks = self.ports.files, self.ports.locks
+        try:
+            locks.acquire(LOCK_NAME, self.config.lock_timeout_ms)
+        except StorageError:
+            return
+        try:
+            store = self.cache.load(files.read(SOURCE_PATH))
+            repair_projections(files, store)
+            self.cache.projections_verified = True
+        except StorageError:
+            pass
+        finally:
+            locks.release(LOCK_NAME)
+
+
+class HotMemory:
+    """USER.md and MEMORY.md: add, replace, remove and read."""
+
+    def __init__(self, shared: _Shared, flow: HotMutationFlow) -> None:
+        self._shared, self._flow = shared, flow
+
+    def add(self, target: str, content: str, importance: str | None = None) -> Receipt:
+        """Append ``content`` to ``target``; an exact duplicate changes nothing.
+
+        Raises:
+            InvalidInput, CapacityExceeded, ReadOnly: the request was rejected; nothing changed.
+            LockTimeout, CorruptStore, StorageError: the root could not be used.
+        """
+        with self._shared.mutex:
+            return self._flow.run("add", target=target, content=content, importance=importance)
+
+    def replace(
+        self, target: str, old_text: str, content: str, importance: str | None = None
+    ) -> Receipt:
+        """Replace the one entry of ``target`` containing ``old_text`` with ``content``.
+
+        Raises:
+            NoMatch, AmbiguousMatch, DuplicateEntry: plus everything :meth:`add` raises.
+        """
+        with self._shared.mutex:
+            return self._flow.run(
+                "replace", target=target, old_text=old_text, content=content,
+                importance=importance,
+            )  # fmt: skip
+
+    def remove(self, target: str, old_text: str) -> Receipt:
+        """Remove the one entry of ``target`` containing ``old_text``.
+
+        Raises:
+            NoMatch, AmbiguousMatch: plus the storage errors :meth:`add` raises.
+        """
+        with self._shared.mutex:
+            return self._flow.run("remove", target=target, old_text=old_text)
+
+    def snapshot(self) -> HotSnapshot:
+        """The committed entries, their usage and the source revision (takes no lock)."""
+        shared = self._shared
+        with shared.mutex:
+            store = shared.current()
+            usage = {t: (store.used(t), shared.config.limit(t)) for t in TARGETS}
+            return HotSnapshot(store.revision(), store.entries, usage)
+
+
+class Context:
+    """The texts a host adds to model input on every turn."""
+
+    def __init__(self, shared: _Shared) -> None:
+        self._shared = shared
+
+    def runtime_memory(self) -> str:
+        """Both hot-memory files with the usage protocol.
+
+        An unchanged store is answered from memory: no lock, no re-read of what is cached.
+        """
+        shared = self._shared
+        with shared.mutex:
+            store = shared.current()
+            shared.verify_projections()
+            cfg = shared.config
+            return render_runtime_memory(store, cfg.user_limit, cfg.memory_limit)
+
+    def routing_guidance(self) -> str:
+        """The short routing paragraph, or ``""`` when ``routingGuidance`` is off."""
+        return ROUTING_GUIDANCE if self._shared.config.routing_guidance else ""
+
+
+class MemoryRoot:
+    """One storage root: ``runtime/`` hot memory today, more tiers as they land."""
+
+    def __init__(self, path: Path, config: Config, ports: Ports) -> None:
+        self.path, self.config = path, config
+        self._shared = _Shared(ports, config)
+        self._flow = HotMutationFlow(ports, config, self._shared.cache)
+        self.hot = HotMemory(self._shared, self._flow)
+        self.context = Context(self._shared)
+
+    @classmethod
+    def open(
+        cls, path: str | Path, config: Config | None = None, *, ports: Ports | None = None
+    ) -> MemoryRoot:
+        """Open (creating if needed) the storage root at ``path`` and repair it.
+
+        Args:
+            path: the root directory; ``~`` is expanded.
+            config: settings; defaults to ``Config()``.
+            ports: adapters to use instead of the real file system (tests, embedding).
+
+        Raises:
+            LockTimeout, StorageError: the root cannot be used. A corrupt ``memories.json``
+            does not prevent opening; every operation then raises ``CorruptStore``.
+        """
+        root = Path(path).expanduser()
+        return cls(root, config or Config(), ports or real_ports(root))
+
+    def close(self) -> None:
+        """Close the root; later operations raise ``IllegalEvent``."""
+        with self._shared.mutex:
+            self._flow.close()
+
+    def __enter__(self) -> MemoryRoot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

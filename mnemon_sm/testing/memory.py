@@ -1,0 +1,250 @@
+"""In-memory fakes of every port; each call is recorded as a frozen :class:`Call`.
+
+The fakes keep the contract of the real adapters (see :mod:`mnemon_sm.testing.contract`):
+paths relative to the root, no ``..``, temp files beside their target, atomic rename,
+``StorageError`` for misuse. They are deterministic and never sleep: a held lock times out at
+once, and :class:`FakeClock` only moves when told to.
+
+``MemoryFiles`` can also model a power loss: with ``track_durability=True`` it remembers
+what reached stable storage (file contents after ``fsync`` of the file, directory entries after
+``fsync`` of the directory) and :meth:`MemoryFiles.lose_power` reverts everything else.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import attrs
+
+from ..errors import LockTimeout, StorageError
+from ..ports import Ports, Stamp
+
+__all__ = ["Call", "CallLog", "FakeClock", "MemoryFiles", "MemoryLocks", "memory_ports"]
+
+
+@attrs.frozen
+class Call:
+    """One port call: which port, which method, its arguments and the state it ran in."""
+
+    port: str
+    method: str
+    args: tuple[object, ...]
+    state: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.port}.{self.method}"
+
+
+@attrs.define
+class CallLog:
+    """Calls shared by the fakes of one bundle. ``probe`` tags each call with a state."""
+
+    calls: list[Call] = attrs.Factory(list)
+    probe: Callable[[], str | None] | None = None
+
+    def record(self, port: str, method: str, *args: object) -> None:
+        state = self.probe() if self.probe is not None else None
+        self.calls.append(Call(port, method, args, state))
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.calls]
+
+    def clear(self) -> None:
+        self.calls.clear()
+
+
+def _check(path: str) -> None:
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in path.split("/")):
+        raise StorageError(f"refusing a path outside the storage root: {path!r}")
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+class MemoryFiles:
+    """A dict-backed file tree."""
+
+    def __init__(self, log: CallLog | None = None, *, track_durability: bool = False) -> None:
+        self.log = log if log is not None else CallLog()
+        self.files: dict[str, bytes] = {}
+        self.dirs: set[str] = {""}
+        self.modes: dict[str, int] = {}
+        self._versions: dict[str, int] = {}
+        self._counter = itertools.count(1)
+        self.track_durability = track_durability
+        self.durable_files: dict[str, bytes] = {}  # content known to be on stable storage
+        self.durable_names: dict[str, int] = {}  # name -> version durable in its directory
+        self._contents: dict[int, bytes] = {}  # version -> content (for durability tracking)
+
+    # -- port methods ----------------------------------------------------------------------
+
+    def read(self, path: str) -> bytes | None:
+        self.log.record("files", "read", path)
+        _check(path)
+        return self.files.get(path)
+
+    def read_if_changed(self, path: str, seen: Stamp | None) -> tuple[Stamp | None, bytes | None]:
+        self.log.record("files", "read_if_changed", path)
+        _check(path)
+        if path not in self.files:
+            return None, None
+        stamp = Stamp((self._versions[path],))
+        return (seen, None) if stamp == seen else (stamp, self.files[path])
+
+    def write_temp(self, path: str, data: bytes) -> str:
+        self.log.record("files", "write_temp", path, len(data))
+        _check(path)
+        self._need_dir(_parent(path))
+        directory, _, name = path.rpartition("/")
+        temp = f".{name}.4242.{next(self._counter)}.{next(self._counter):08x}.tmp"
+        temp = f"{directory}/{temp}" if directory else temp
+        self._put(temp, bytes(data), mode=0o600)
+        return temp
+
+    def fsync(self, path: str) -> None:
+        self.log.record("files", "fsync", path)
+        if path in self.dirs:
+            if self.track_durability:
+                prefix = f"{path}/" if path else ""
+                for name in list(self.durable_names):
+                    if _parent(name) == path and name not in self.files:
+                        del self.durable_names[name]
+                for name, version in self._versions.items():
+                    if name.startswith(prefix) and _parent(name) == path:
+                        self.durable_names[name] = version
+            return
+        _check(path)
+        if path not in self.files:
+            raise StorageError(f"cannot fsync {path}: no such file")
+        if self.track_durability:
+            self._contents[self._versions[path]] = self.files[path]
+
+    def rename(self, source: str, target: str) -> None:
+        self.log.record("files", "rename", source, target)
+        _check(source)
+        _check(target)
+        if source not in self.files:
+            raise StorageError(f"cannot rename {source} to {target}: no such file")
+        if _parent(source) != _parent(target):
+            raise StorageError(f"cannot rename {source} to {target}: not the same directory")
+        self.files[target] = self.files.pop(source)
+        self.modes[target] = self.modes.pop(source)
+        self._versions[target] = self._versions.pop(source)
+
+    def list(self, directory: str) -> tuple[str, ...]:
+        self.log.record("files", "list", directory)
+        if directory not in self.dirs:
+            return ()
+        prefix = f"{directory}/" if directory else ""
+        names = {p[len(prefix) :].split("/")[0] for p in [*self.files, *self.dirs]}
+        names = {
+            n for n in names if n and (f"{prefix}{n}" in self.files or f"{prefix}{n}" in self.dirs)
+        }
+        return tuple(sorted(n for n in names if _parent(f"{prefix}{n}") == directory))
+
+    def remove(self, path: str) -> None:
+        self.log.record("files", "remove", path)
+        _check(path)
+        self.files.pop(path, None)
+        self.modes.pop(path, None)
+        self._versions.pop(path, None)
+
+    def ensure_dir(self, directory: str) -> None:
+        self.log.record("files", "ensure_dir", directory)
+        if directory:
+            _check(directory)
+        if directory in self.files:
+            raise StorageError(f"{directory} is not a directory")
+        parts = directory.split("/") if directory else []
+        for i in range(1, len(parts) + 1):
+            self.dirs.add("/".join(parts[:i]))
+
+    # -- helpers for tests -----------------------------------------------------------------
+
+    def _need_dir(self, directory: str) -> None:
+        if directory not in self.dirs:
+            raise StorageError(f"cannot create a file in {directory}: no such directory")
+
+    def _put(self, path: str, data: bytes, *, mode: int = 0o600) -> None:
+        version = next(self._counter)
+        self.files[path], self.modes[path], self._versions[path] = data, mode, version
+        if self.track_durability:
+            self._contents.setdefault(version, b"")  # created empty; data not yet durable
+
+    def put(self, path: str, data: bytes) -> None:
+        """Create or overwrite a file directly (test setup; not recorded)."""
+        self.ensure_dir(_parent(path)) if _parent(path) else None
+        self._put(path, data)
+        if self.track_durability:
+            self._contents[self._versions[path]] = data
+            self.durable_names[path] = self._versions[path]
+
+    def lose_power(self) -> None:
+        """Revert to what reached stable storage (requires ``track_durability``)."""
+        if not self.track_durability:
+            raise RuntimeError("lose_power needs MemoryFiles(track_durability=True)")
+        self.files = {
+            name: self._contents.get(version, b"")
+            for name, version in self.durable_names.items()
+        }
+        self._versions = dict(self.durable_names)
+        self.modes = {name: 0o600 for name in self.files}
+
+
+class MemoryLocks:
+    """Named locks. ``hold(name)`` simulates another process holding a lock."""
+
+    def __init__(self, log: CallLog | None = None) -> None:
+        self.log = log if log is not None else CallLog()
+        self.held: set[str] = set()
+        self.others: set[str] = set()
+
+    def acquire(self, name: str, timeout_ms: int) -> None:
+        self.log.record("locks", "acquire", name, timeout_ms)
+        if name in self.others:
+            raise LockTimeout(f"timed out after {timeout_ms} ms waiting for the lock {name}")
+        if name in self.held:
+            raise StorageError(f"lock {name} is already held by this process")
+        self.held.add(name)
+
+    def release(self, name: str) -> None:
+        self.log.record("locks", "release", name)
+        self.held.discard(name)
+
+    def hold(self, name: str) -> None:
+        """Make ``name`` look held by another process until :meth:`let_go`."""
+        self.others.add(name)
+
+    def let_go(self, name: str) -> None:
+        self.others.discard(name)
+
+    def release_all(self) -> None:
+        """Release everything (a process dying)."""
+        self.held.clear()
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start_ms: int = 1_786_608_000_000, log: CallLog | None = None) -> None:
+        self.ms = start_ms  # 2026-08-13T08:00:00.000Z
+        self.log = log if log is not None else CallLog()
+
+    def now_ms(self) -> int:
+        self.log.record("clock", "now_ms")
+        return self.ms
+
+    def advance(self, ms: int) -> None:
+        self.ms += ms
+
+
+def memory_ports(
+    log: CallLog | None = None, *, track_durability: bool = False
+) -> tuple[Ports, CallLog]:
+    """A bundle of fakes sharing one call log."""
+    log = log if log is not None else CallLog()
+    files = MemoryFiles(log, track_durability=track_durability)
+    return Ports(files=files, locks=MemoryLocks(log), clock=FakeClock(log=log)), log

@@ -1,0 +1,56 @@
+"""Text rules shared by every flow: whitespace, sizes, timestamps.
+
+Whitespace is the JavaScript class (the one the reference implementation trims and collapses
+with), not Python's: it includes U+FEFF and excludes U+001C..U+001F and U+0085. Sizes are UTF-8
+bytes for budgets and UTF-16 code units for "characters", as in the reference. Timestamps are
+ISO-8601 UTC with milliseconds and ``Z``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+__all__ = [
+    "WHITESPACE",
+    "collapse_whitespace",
+    "iso_ms",
+    "strip_whitespace",
+    "utf8_len",
+    "utf16_len",
+]
+
+# The JavaScript whitespace class (String.prototype.trim and \s).
+WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_RUNS = re.compile(f"[{WHITESPACE}]+")
+_EDGES = re.compile(f"^[{WHITESPACE}]+|[{WHITESPACE}]+$")
+
+
+def collapse_whitespace(value: str) -> str:
+    """Trim JavaScript whitespace and replace every inner run of it with one ASCII space."""
+    return _RUNS.sub(" ", value).strip(" ")
+
+
+def strip_whitespace(value: str) -> str:
+    """Trim JavaScript whitespace from both ends, leaving inner runs alone."""
+    return _EDGES.sub("", value)
+
+
+def utf8_len(value: str) -> int:
+    """Length in UTF-8 bytes (raises UnicodeEncodeError on lone surrogates)."""
+    return len(value.encode("utf-8"))
+
+
+def utf16_len(value: str) -> int:
+    """Length in UTF-16 code units, the JavaScript ``string.length``."""
+    return len(value.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def iso_ms(epoch_ms: int) -> str:
+    """Format milliseconds since the epoch as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (UTC)."""
+    seconds, millis = divmod(epoch_ms, 1000)
+    t = time.gmtime(seconds)
+    return (
+        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+        f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{millis:03d}Z"
+    )
