@@ -120,7 +120,7 @@ class HotMutationFlow:
             self._attempt(repair_projections, self.ports.files, self._store)
             self.cache.projections_verified = self._failure is None
 
-    def check_mutation(self) -> None:
+    def apply_rules(self) -> None:
         if self._undecided():
             assert self._store is not None and self._mutation is not None
             now = iso_ms(self.ports.clock.now_ms())

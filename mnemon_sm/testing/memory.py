@@ -195,35 +195,44 @@ class MemoryFiles:
 
 
 class MemoryLocks:
-    """Named locks. ``hold(name)`` simulates another process holding a lock."""
+    """Named locks. Instances sharing a ``registry`` contend like processes sharing a root;
+    :meth:`hold` makes a lock look held by some other process."""
 
-    def __init__(self, log: CallLog | None = None) -> None:
+    def __init__(self, log: CallLog | None = None, registry: dict[str, object] | None = None):
         self.log = log if log is not None else CallLog()
-        self.held: set[str] = set()
-        self.others: set[str] = set()
+        self.registry: dict[str, object] = registry if registry is not None else {}
+
+    @property
+    def held(self) -> set[str]:
+        """Names this instance holds."""
+        return {name for name, owner in self.registry.items() if owner is self}
 
     def acquire(self, name: str, timeout_ms: int) -> None:
         self.log.record("locks", "acquire", name, timeout_ms)
-        if name in self.others:
-            raise LockTimeout(f"timed out after {timeout_ms} ms waiting for the lock {name}")
-        if name in self.held:
+        owner = self.registry.get(name)
+        if owner is self:
             raise StorageError(f"lock {name} is already held by this process")
-        self.held.add(name)
+        if owner is not None:
+            raise LockTimeout(f"timed out after {timeout_ms} ms waiting for the lock {name}")
+        self.registry[name] = self
 
     def release(self, name: str) -> None:
         self.log.record("locks", "release", name)
-        self.held.discard(name)
+        if self.registry.get(name) is self:
+            del self.registry[name]
 
     def hold(self, name: str) -> None:
         """Make ``name`` look held by another process until :meth:`let_go`."""
-        self.others.add(name)
+        self.registry[name] = "another process"
 
     def let_go(self, name: str) -> None:
-        self.others.discard(name)
+        if self.registry.get(name) == "another process":
+            del self.registry[name]
 
     def release_all(self) -> None:
-        """Release everything (a process dying)."""
-        self.held.clear()
+        """Release everything this instance holds (what the kernel does when it dies)."""
+        for name in self.held:
+            del self.registry[name]
 
 
 class FakeClock:

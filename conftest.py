@@ -1,0 +1,51 @@
+"""Shared test configuration: Hypothesis profiles and the spec-transition recorder.
+
+Profiles (``HYPOTHESIS_PROFILE`` picks one; ``CI=true`` selects ``ci``):
+- ``dev``: randomized, moderate example counts, for local runs;
+- ``ci``: derandomized (reproducible), no example database, no deadline;
+- ``deep``: many more examples and longer stateful runs, for soak runs by hand.
+
+The recorder sees every transition any machine takes during the session; the test
+``tests/test_transition_coverage.py`` (moved to the end of the run) fails unless every
+transition of every spec was exercised.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from mnemon_sm.testing.coverage import TransitionRecorder
+
+settings.register_profile(
+    "dev", max_examples=60, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)  # fmt: skip
+settings.register_profile(
+    "ci", max_examples=60, stateful_step_count=30, deadline=None, derandomize=True,
+    database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow],
+)  # fmt: skip
+settings.register_profile(
+    "deep", max_examples=2000, stateful_step_count=100, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)  # fmt: skip
+_default = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
+
+RECORDER = TransitionRecorder()
+RECORDER.install()
+
+COVERAGE_TEST = "test_every_spec_transition_is_exercised"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the transition-coverage test after everything else."""
+    last = [i for i in items if i.name == COVERAGE_TEST]
+    items[:] = [i for i in items if i.name != COVERAGE_TEST] + last
+
+
+@pytest.fixture(scope="session")
+def transition_recorder() -> TransitionRecorder:
+    return RECORDER

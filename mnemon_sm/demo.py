@@ -1,0 +1,95 @@
+"""``mnemon-sm demo``: a short scripted agent conversation through every flow that exists.
+
+It runs on an embedded storage root (a fresh temporary directory unless ``--root`` is given),
+needs no LLM and no network, and prints each step's receipt (or typed error) and, at the end,
+the context a host would inject into the next model call.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .config import Config
+from .errors import MnemonError
+from .hot.rules import Receipt
+from .root import MemoryRoot
+
+__all__ = ["run_demo"]
+
+Step = tuple[str, str, Callable[[MemoryRoot], Receipt]]
+
+_LONG_NOTE = "Verbatim meeting transcript: " + "blah " * 900  # ~4.5 KB, more than USER.md holds
+
+STEPS: list[Step] = [
+    (
+        "User: Please keep your replies short. I really dislike long answers.",
+        "hot.add(user, importance=critical)",
+        lambda r: r.hot.add("user", "User prefers concise replies", importance="critical"),
+    ),
+    (
+        "User: We use pnpm workspaces and Python 3.11 tooling; releases run `pnpm verify`.",
+        "hot.add(memory) three times",
+        lambda r: (
+            r.hot.add("memory", "Project uses pnpm workspaces"),
+            r.hot.add("memory", "Project uses Python 3.11 for tooling"),
+            r.hot.add("memory", "Release checks run with pnpm verify"),
+        )[2],
+    ),
+    (
+        "User: Correction: release checks moved to `make verify`.",
+        "hot.replace(memory, old_text='pnpm verify')",
+        lambda r: r.hot.replace("memory", "pnpm verify", "Release checks run with make verify"),
+    ),
+    (
+        "Agent (later): saves the pnpm fact again, not noticing it is known.",
+        "hot.add(memory) of an existing entry",
+        lambda r: r.hot.add("memory", "Project uses   pnpm workspaces"),
+    ),
+    (
+        "Agent: tries to update the pnpm entry with an old_text that is not unique.",
+        "hot.replace(memory, old_text='Project uses')",
+        lambda r: r.hot.replace("memory", "Project uses", "Project uses pnpm 9 workspaces"),
+    ),
+    (
+        "Agent: tries to store a whole transcript in the user profile.",
+        "hot.add(user) of ~4.5 KB",
+        lambda r: r.hot.add("user", _LONG_NOTE),
+    ),
+    (
+        "User: You can forget the pnpm workspaces note.",
+        "hot.remove(memory, old_text='workspaces')",
+        lambda r: r.hot.remove("memory", "workspaces"),
+    ),
+]
+
+
+def run_demo(root_dir: Path | None = None, *, out: Callable[[str], object] = print) -> None:
+    """Run the scripted conversation and print what happens."""
+    if root_dir is None:
+        with tempfile.TemporaryDirectory(prefix="mnemon-demo-") as tmp:
+            _run(Path(tmp), out)
+    else:
+        _run(root_dir, out)
+
+
+def _run(root_dir: Path, out: Callable[[str], object]) -> None:
+    out(f"mnemon-sm demo: storage root {root_dir} (embedded: no LLM, no network)")
+    with MemoryRoot.open(root_dir, Config(durability="normal")) as root:
+        for number, (said, call, step) in enumerate(STEPS, start=1):
+            out("")
+            out(f"[{number}] {said}")
+            out(f"    -> {call}")
+            try:
+                result = json.dumps(step(root).to_json(), ensure_ascii=False)
+                out(f"    receipt: {result}")
+            except MnemonError as exc:
+                out(f"    rejected: {json.dumps(exc.to_json(), ensure_ascii=False)}")
+        out("")
+        out("=== Context for the next model call ===")
+        out("")
+        out(root.context.routing_guidance())
+        out("")
+        out(root.context.runtime_memory())
