@@ -20,17 +20,29 @@ from hypothesis import HealthCheck, settings
 from mnemon_sm.testing.coverage import TransitionRecorder
 
 settings.register_profile(
-    "dev", max_examples=60, stateful_step_count=30, deadline=None,
+    "dev",
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
-)  # fmt: skip
+)
 settings.register_profile(
-    "ci", max_examples=60, stateful_step_count=30, deadline=None, derandomize=True,
-    database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow],
-)  # fmt: skip
-settings.register_profile(
-    "deep", max_examples=2000, stateful_step_count=100, deadline=None,
+    "ci",
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
-)  # fmt: skip
+)
+settings.register_profile(
+    "deep",
+    max_examples=2000,
+    stateful_step_count=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 _default = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
 
@@ -49,3 +61,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def transition_recorder() -> TransitionRecorder:
     return RECORDER
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under CI a skipped test fails the run: nothing may hide behind a skip there."""
+    if _default != "ci" or exitstatus != 0:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped:
+        names = ", ".join(report.nodeid for report in skipped)
+        print(f"\nCI allows no skipped tests; skipped: {names}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

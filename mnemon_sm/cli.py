@@ -65,7 +65,9 @@ def _context(args: argparse.Namespace) -> None:
     with _open(args) as root:
         guidance = root.context.routing_guidance()
         if args.json:
-            _print_json({"routingGuidance": guidance, "runtimeMemory": root.context.runtime_memory()})
+            _print_json(
+                {"routingGuidance": guidance, "runtimeMemory": root.context.runtime_memory()}
+            )
             return
         if guidance:
             print(guidance, end="\n\n")
@@ -97,7 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mnemon-sm", description="Tiered, crash-safe memory for LLM agents."
     )
-    parser.add_argument("--root", type=Path, help="storage root (default $MNEMON_DATA_DIR or ~/.mnemon)")
+    parser.add_argument(
+        "--root", type=Path, help="storage root (default $MNEMON_DATA_DIR or ~/.mnemon)"
+    )
     parser.add_argument("--config", type=Path, help="TOML config file (camelCase keys)")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -147,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         run(args)
     except MnemonError as exc:
         print(json.dumps({"error": exc.to_json()}, ensure_ascii=False), file=sys.stderr)
-        raise SystemExit(EXIT_STORAGE if isinstance(exc, StorageError) else EXIT_REJECTED) from None
+        raise SystemExit(
+            EXIT_STORAGE if isinstance(exc, StorageError) else EXIT_REJECTED
+        ) from None
 
 
 if __name__ == "__main__":

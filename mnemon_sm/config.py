@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-from attrs import validators as v
 
-from .convert import StructureFailed, register_camel_case, structure
+from .convert import StructureFailed, camel_case, register_camel_case, structure
 from .errors import InvalidConfig
 
 __all__ = ["Config", "Durability"]
@@ -37,12 +36,34 @@ _LOCK_RANGE = (100, 120_000)
 
 
 def _between(low: int, high: int) -> Any:
-    return [v.ge(low), v.le(high)]
+    def check(_: object, attribute: attrs.Attribute[int], value: object) -> None:
+        if type(value) is not int or not low <= value <= high:
+            raise InvalidConfig(
+                f"{camel_case(attribute.name)} must be an integer in {low}..{high}, got {value!r}"
+            )
+
+    return check
+
+
+def _one_of(*allowed: str) -> Any:
+    def check(_: object, attribute: attrs.Attribute[str], value: object) -> None:
+        if value not in allowed:
+            choices = ", ".join(allowed)
+            raise InvalidConfig(
+                f"{camel_case(attribute.name)} must be one of {choices}, got {value!r}"
+            )
+
+    return check
+
+
+def _flag(_: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if type(value) is not bool:
+        raise InvalidConfig(f"{camel_case(attribute.name)} must be true or false, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
 class Config:
-    """Settings of one storage root.
+    """Settings of one storage root. Building one with a bad value raises ``InvalidConfig``.
 
     Attributes:
         recall_mode: ``guided`` adds the recall clause to lifecycle cues; ``off`` drops it.
@@ -57,16 +78,16 @@ class Config:
         lock_timeout_ms: how long a writer waits for the runtime lock (100..120000).
     """
 
-    recall_mode: Mode = attrs.field(default="guided", validator=v.in_(("guided", "off")))
-    writeback_mode: Mode = attrs.field(default="guided", validator=v.in_(("guided", "off")))
-    lifecycle_enabled: bool = attrs.field(default=True, validator=v.instance_of(bool))
-    routing_guidance: bool = attrs.field(default=True, validator=v.instance_of(bool))
-    write_enabled: bool = attrs.field(default=True, validator=v.instance_of(bool))
+    recall_mode: Mode = attrs.field(default="guided", validator=_one_of("guided", "off"))
+    writeback_mode: Mode = attrs.field(default="guided", validator=_one_of("guided", "off"))
+    lifecycle_enabled: bool = attrs.field(default=True, validator=_flag)
+    routing_guidance: bool = attrs.field(default=True, validator=_flag)
+    write_enabled: bool = attrs.field(default=True, validator=_flag)
     idle_review_ms: int = attrs.field(default=IDLE_REVIEW_MS, validator=_between(*_IDLE_RANGE))
     user_limit: int = attrs.field(default=USER_LIMIT, validator=_between(*_LIMIT_RANGE))
     memory_limit: int = attrs.field(default=MEMORY_LIMIT, validator=_between(*_LIMIT_RANGE))
     durability: Durability = attrs.field(
-        default="full", validator=v.in_(("full", "normal", "off"))
+        default="full", validator=_one_of("full", "normal", "off")
     )
     lock_timeout_ms: int = attrs.field(default=LOCK_TIMEOUT_MS, validator=_between(*_LOCK_RANGE))
 
@@ -77,6 +98,8 @@ class Config:
             return structure(data, cls)
         except StructureFailed as exc:
             raise InvalidConfig(f"invalid {source}: {'; '.join(exc.problems)}") from None
+        except InvalidConfig as exc:
+            raise InvalidConfig(f"invalid {source}: {exc.message}") from None
 
     @classmethod
     def from_toml(cls, path: str | Path, **overrides: Any) -> Config:
@@ -90,16 +113,11 @@ class Config:
 
     @classmethod
     def of(cls, **values: Any) -> Config:
-        """Build from snake_case keyword arguments, raising ``InvalidConfig`` on a bad value."""
+        """Build from snake_case keyword arguments, refusing unknown names."""
         unknown = set(values) - {a.name for a in attrs.fields(cls)}
         if unknown:
             raise InvalidConfig(f"unknown config option(s): {', '.join(sorted(unknown))}")
-        for name, value in values.items():
-            _check_type(name, value)
-        try:
-            return cls(**values)
-        except (ValueError, TypeError) as exc:
-            raise InvalidConfig(f"invalid config: {exc}") from None
+        return cls(**values)
 
     def replace(self, **values: Any) -> Config:
         """A copy with some values changed (validated like :meth:`of`)."""
@@ -108,14 +126,6 @@ class Config:
     def limit(self, target: str) -> int:
         """Byte budget of a hot-memory target (``user`` or ``memory``)."""
         return self.user_limit if target == "user" else self.memory_limit
-
-
-def _check_type(name: str, value: Any) -> None:
-    expected = attrs.fields_dict(Config)[name].type
-    if expected == "bool" and type(value) is not bool:
-        raise InvalidConfig(f"invalid config: {name} must be true or false, got {value!r}")
-    if expected == "int" and type(value) is not int:
-        raise InvalidConfig(f"invalid config: {name} must be an integer, got {value!r}")
 
 
 register_camel_case(Config)

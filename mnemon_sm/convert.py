@@ -76,13 +76,13 @@ def camel_case(name: str) -> str:
 
 def register_camel_case(cls: type[Any]) -> None:
     """Make ``converter`` read and write ``cls`` with camelCase keys (the on-disk spelling)."""
-    renames = {a.name: override(rename=camel_case(a.name)) for a in attrs.fields(cls)}
+    renames: dict[str, Any] = {
+        a.name: override(rename=camel_case(a.name)) for a in attrs.fields(cls)
+    }
     converter.register_structure_hook(
         cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **renames)
     )
-    converter.register_unstructure_hook(
-        cls, make_dict_unstructure_fn(cls, converter, **renames)
-    )
+    converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **renames))
 
 
 def _format_exception(exc: BaseException, _type: type | None) -> str:
@@ -103,4 +103,3 @@ def structure(data: Any, cls: type[T], *, root: str = "$") -> T:
         else:
             problems = [f"{exc} @ {root}"]
         raise StructureFailed(problems) from exc
-

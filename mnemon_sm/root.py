@@ -133,9 +133,12 @@ class HotMemory:
         """
         with self._shared.mutex:
             return self._flow.run(
-                "replace", target=target, old_text=old_text, content=content,
+                "replace",
+                target=target,
+                old_text=old_text,
+                content=content,
                 importance=importance,
-            )  # fmt: skip
+            )
 
     def remove(self, target: str, old_text: str) -> Receipt:
         """Remove the one entry of ``target`` containing ``old_text``.
@@ -151,7 +154,9 @@ class HotMemory:
         shared = self._shared
         with shared.mutex:
             store = shared.current()
-            usage = {t: (store.used(t), shared.config.limit(t)) for t in TARGETS}
+            usage: dict[str, tuple[int, int]] = {
+                t: (store.used(t), shared.config.limit(t)) for t in TARGETS
+            }
             return HotSnapshot(store.revision(), store.entries, usage)
 
 

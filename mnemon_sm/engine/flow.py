@@ -24,7 +24,7 @@ from .spec import load_flow
 
 __all__ = ["Machine", "add_observer", "remove_observer", "send", "start", "state_of"]
 
-Machine = StateChart
+Machine = StateChart[Any]
 ObserverFactory = Callable[[str], object]
 _observers: list[ObserverFactory] = []
 
@@ -51,8 +51,9 @@ def start(flow: str, context: object, **initial_kwargs: Any) -> Machine:
 
 
 def send(machine: Machine, flow: str, event: str, **kwargs: Any) -> None:
-    """Send ``event``; an event the current state does not allow raises ``IllegalEvent``."""
-    if event not in load_flow(flow).spec.events:
+    """Send ``event``; an event the current state does not allow raises ``IllegalEvent``, as
+    does an internal event (one the spec says a callback raises) or an unknown one."""
+    if event not in load_flow(flow).spec.external_events:
         raise IllegalEvent(flow=flow, state=state_of(machine), event=event)
     try:
         getattr(machine, event)(**kwargs)  # the bound event: a little cheaper than send()

@@ -34,7 +34,7 @@ def port_methods() -> set[str]:
     found = set()
     for port, type_name in hints.items():
         protocol = getattr(ports_module, str(type_name))
-        for name, member in inspect.getmembers(protocol, inspect.isfunction):
+        for name, _ in inspect.getmembers(protocol, inspect.isfunction):
             if not name.startswith("_"):
                 found.add(f"{port}.{name}")
     return found

@@ -96,8 +96,10 @@ def render_markdown(flow: LoadedFlow) -> str:
             f"| `{t.source}` | {t.index} | {event} | {guard} | {_cell(t.validators)} "
             f"| {_cell(t.actions)} | {target} |"
         )
-    out += ["", "## Events", "", "| Event | Description |", "| --- | --- |"]
-    out += [f"| `{e}` | {d} |" for e, d in spec.events.items()]
+    out += ["", "## Events", "", "| Event | Description | Raised by |", "| --- | --- | --- |"]
+    for event, event_doc in spec.events.items():
+        origin = f"`{event_doc.raised_by}` (internal)" if event_doc.raised_by else "caller"
+        out.append(f"| `{event}` | {event_doc.description} | {origin} |")
     out += ["", "## Invariants", "", "| ID | Statement |", "| --- | --- |"]
     out += [f"| {i} | {d} |" for i, d in spec.invariants.items()]
     return "\n".join(out) + "\n"
@@ -105,7 +107,7 @@ def render_markdown(flow: LoadedFlow) -> str:
 
 def render_dot(spec: FlowSpec) -> str:
     """Graphviz source of the state diagram (deterministic)."""
-    lines = [f'digraph "{spec.flow}" {{', "  rankdir=LR;", '  node [shape=box style=rounded];']
+    lines = [f'digraph "{spec.flow}" {{', "  rankdir=LR;", "  node [shape=box style=rounded];"]
     lines.append('  "__start" [shape=point];')
     for sid, sdef in spec.state_defs.items():
         peripheries = 2 if sdef.get("final") else 1

@@ -40,11 +40,12 @@ from statemachine import StateChart
 from statemachine.exceptions import InvalidDefinition
 from statemachine.io import create_machine_class_from_definition
 
-from ..convert import StructureFailed, structure
+from ..convert import StructureFailed, converter, structure
 from ..errors import SpecError
 
 __all__ = [
     "ENGINE_FLAGS",
+    "EventDoc",
     "FlowSpec",
     "LoadedFlow",
     "StateDoc",
@@ -79,12 +80,30 @@ class StateDoc:
 
 
 @attrs.frozen
+class EventDoc:
+    """An event's description; ``raised_by`` names the callback that raises an internal event
+    (internal events cannot be sent from outside the flow)."""
+
+    description: str
+    raised_by: str | None = None
+
+
+def _event_doc(value: Any, _: Any) -> str | EventDoc:
+    if isinstance(value, str):
+        return value
+    return converter.structure(value, EventDoc)
+
+
+converter.register_structure_hook(str | EventDoc, _event_doc)
+
+
+@attrs.frozen
 class _SpecDoc:
     flow: str
     summary: str
     context: str
     states: dict[str, StateDoc]
-    events: dict[str, str]
+    events: dict[str, str | EventDoc]
     invariants: dict[str, str]
     statechart: dict[str, Any]
 
@@ -119,10 +138,15 @@ class FlowSpec:
     summary: str
     context: str
     states: dict[str, StateDoc]
-    events: dict[str, str]
+    events: dict[str, EventDoc]
     invariants: dict[str, str]
     state_defs: dict[str, dict[str, Any]]
     transitions: tuple[TransitionDoc, ...]
+
+    @property
+    def external_events(self) -> frozenset[str]:
+        """Events a caller may send (internal ones are raised by callbacks)."""
+        return frozenset(e for e, d in self.events.items() if d.raised_by is None)
 
     @property
     def initial(self) -> str:
@@ -131,6 +155,9 @@ class FlowSpec:
     def callbacks(self) -> dict[str, set[str]]:
         """Every callback name with the roles it plays: guard, validator or action."""
         roles: dict[str, set[str]] = {}
+        for doc in self.events.values():
+            if doc.raised_by is not None:
+                roles.setdefault(doc.raised_by, set()).add("action")
         for sdef in self.state_defs.values():
             for name in [*sdef.get("enter", []), *sdef.get("exit", [])]:
                 roles.setdefault(name, set()).add("action")
@@ -149,7 +176,7 @@ class LoadedFlow:
     """A spec with its machine class and context class, built once per process."""
 
     spec: FlowSpec
-    machine_class: type[StateChart]
+    machine_class: type[StateChart[Any]]
     context_class: type[Any]
 
 
@@ -198,7 +225,7 @@ def flow_names() -> tuple[str, ...]:
 def parse_spec(text: str, *, name: str) -> FlowSpec:
     """Parse and validate the text of one spec file (raises ``SpecError``)."""
     try:
-        raw = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a strict SafeLoader subclass
+        raw = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         raise SpecError(f"{name}: not valid YAML: {exc}") from None
     except SpecError as exc:
@@ -215,10 +242,17 @@ def parse_spec(text: str, *, name: str) -> FlowSpec:
     _check_docs(doc, state_defs, transitions, problems)
     if problems:
         raise SpecError(f"{name}: " + "; ".join(problems))
+    events = {e: d if isinstance(d, EventDoc) else EventDoc(d) for e, d in doc.events.items()}
     return FlowSpec(
-        doc.flow, doc.summary, doc.context, doc.states, doc.events, doc.invariants,
-        state_defs, transitions,
-    )  # fmt: skip
+        doc.flow,
+        doc.summary,
+        doc.context,
+        doc.states,
+        events,
+        doc.invariants,
+        state_defs,
+        transitions,
+    )
 
 
 def _names(value: Any, where: str, problems: list[str]) -> list[str]:
@@ -296,10 +330,15 @@ def _transitions(defs: dict[str, dict[str, Any]]) -> tuple[TransitionDoc, ...]:
         for index, (event, t) in enumerate(listed):
             docs.append(
                 TransitionDoc(
-                    sid, index, event, t.get("target"), tuple(t.get("cond", ())),
-                    tuple(t.get("unless", ())), tuple(t.get("validators", ())),
+                    sid,
+                    index,
+                    event,
+                    t.get("target"),
+                    tuple(t.get("cond", ())),
+                    tuple(t.get("unless", ())),
+                    tuple(t.get("validators", ())),
                     tuple(t.get("before", []) + t.get("on", []) + t.get("after", [])),
-                )  # fmt: skip
+                )
             )
     return tuple(docs)
 
@@ -316,8 +355,11 @@ def _check_docs(
         )
     used = {t.event for t in transitions if t.event}
     if set(doc.events) != used:
-        problems.append(f"events described {sorted(doc.events)} differ from those used {sorted(used)}")
-    for text in [*(s.description for s in doc.states.values()), *doc.events.values()]:
+        problems.append(
+            f"events described {sorted(doc.events)} differ from those used {sorted(used)}"
+        )
+    event_texts = [d if isinstance(d, str) else d.description for d in doc.events.values()]
+    for text in [*(s.description for s in doc.states.values()), *event_texts]:
         if not text.strip() or "\n" in text.strip():
             problems.append(f"descriptions must be one non-empty line: {text!r}")
     for sid, sdoc in doc.states.items():
@@ -340,7 +382,7 @@ def _import(path: str) -> type[Any]:
     return found
 
 
-def build_machine_class(spec: FlowSpec) -> type[StateChart]:
+def build_machine_class(spec: FlowSpec) -> type[StateChart[Any]]:
     """Build the python-statemachine class of ``spec`` with the strict flags."""
     definition = copy.deepcopy(spec.state_defs)  # the factory consumes what it is given
     for sdef in definition.values():
@@ -348,7 +390,8 @@ def build_machine_class(spec: FlowSpec) -> type[StateChart]:
             del sdef["transitions"]
     class_name = "".join(part.title() for part in spec.flow.split("_")) + "Machine"
     try:
-        return create_machine_class_from_definition(class_name, states=definition, **ENGINE_FLAGS)
+        states: Any = definition  # our checked subset of the factory's schema
+        return create_machine_class_from_definition(class_name, states=states, **ENGINE_FLAGS)
     except InvalidDefinition as exc:
         raise SpecError(f"{spec.flow}: {exc}") from None
 

@@ -84,13 +84,19 @@ def render_runtime_memory(store: HotStore, user_limit: int, memory_limit: int) -
         cached = (
             _PROTOCOL
             + "\n"
-            + _file_block("USER.md", "user profile", store.joined("user"),
-                          store.used("user"), user_limit)
+            + _file_block(
+                "USER.md", "user profile", store.joined("user"), store.used("user"), user_limit
+            )
             + "\n"
-            + _file_block("MEMORY.md", "working reference", store.joined("memory"),
-                          store.used("memory"), memory_limit)
+            + _file_block(
+                "MEMORY.md",
+                "working reference",
+                store.joined("memory"),
+                store.used("memory"),
+                memory_limit,
+            )
             + "\n"
             + _CLOSING
-        )  # fmt: skip
+        )
         store._memo[key] = cached
     return cached

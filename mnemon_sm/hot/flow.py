@@ -30,8 +30,8 @@ from .rules import Commit, Mutation, Receipt, Rejected, Unchanged, check_request
 from .store import (
     SourceCache,
     clear_stale_temps,
-    repair_projections,
     commit,
+    repair_projections,
 )
 
 __all__ = ["HotMutationFlow"]
@@ -132,9 +132,13 @@ class HotMutationFlow:
         if self._failure is None and isinstance(outcome, Commit):
             assert self._store is not None
             data = self._attempt(
-                commit, self.ports.files, self._store, outcome.store, self.config.durability,
+                commit,
+                self.ports.files,
+                self._store,
+                outcome.store,
+                self.config.durability,
                 (outcome.target,),
-            )  # fmt: skip
+            )
             if data is not None:
                 self.cache.remember(data, outcome.store)
                 self.last_commit = (self._base, data)

@@ -20,7 +20,7 @@ Rules (RULE-HOT-n, cited by the spec and the tests):
 
 from __future__ import annotations
 
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any, Literal, get_args
 
 import attrs
@@ -152,7 +152,7 @@ def check_request(
         raise InvalidInput("importance must be critical, normal, or low")
     old = normalize(old_text, "oldText") if action != "add" else None
     new = normalize(content, "content") if action != "remove" else None
-    return Mutation(action, target, new, old, importance)  # type: ignore[arg-type]
+    return Mutation(action, target, new, old, importance)
 
 
 def plan_mutation(store: HotStore, m: Mutation, now: str, limit: int) -> Outcome:
@@ -219,8 +219,9 @@ def _match(entries: tuple[HotEntry, ...], target: str, old: str) -> HotEntry | R
     return matches[0]
 
 
-def _checked(before: HotStore, after: HotStore, target: Target, limit: int, message: str,
-             **change: Any) -> Commit | Rejected:  # fmt: skip
+def _checked(
+    before: HotStore, after: HotStore, target: Target, limit: int, message: str, **change: Any
+) -> Commit | Rejected:
     used, projected = before.used(target), after.used(target)
     if projected > limit and projected > used:
         return Rejected(
@@ -228,8 +229,11 @@ def _checked(before: HotStore, after: HotStore, target: Target, limit: int, mess
                 f"Would exceed {target} runtime memory capacity: {projected} bytes "
                 f"(current {used}, limit {limit}). Archive and compact runtime memory "
                 "before retrying.",
-                target=target, used=used, projected=projected, limit=limit,
-            )  # fmt: skip
+                target=target,
+                used=used,
+                projected=projected,
+                limit=limit,
+            )
         )
     return Commit(after, _receipt(after, target, limit, message, **change))
 
@@ -252,7 +256,8 @@ def _register_receipt_hooks() -> None:
     from cattrs.gen import make_dict_unstructure_fn, override
 
     converter.register_unstructure_hook(
-        Replacement, make_dict_unstructure_fn(Replacement, converter, from_=override(rename="from"))
+        Replacement,
+        make_dict_unstructure_fn(Replacement, converter, from_=override(rename="from")),
     )
     converter.register_unstructure_hook(
         Receipt,

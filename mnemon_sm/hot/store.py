@@ -17,6 +17,8 @@ is never parsed twice; equality of bytes is the proof, never a timestamp.
 
 from __future__ import annotations
 
+import contextlib
+
 import attrs
 
 from ..errors import StorageError
@@ -63,7 +65,12 @@ class SourceCache:
 
     def forget(self) -> None:
         """Drop everything (after a failed commit, so the next reader checks the disk)."""
-        self.data, self.store, self.stamp, self.projections_verified = _MISSING, HotStore(), None, False
+        self.data, self.store, self.stamp, self.projections_verified = (
+            _MISSING,
+            HotStore(),
+            None,
+            False,
+        )
 
 
 def clear_stale_temps(files: Files) -> int:
@@ -126,8 +133,6 @@ def _replace(files: Files, path: str, data: bytes, *, sync: bool) -> None:
             files.fsync(temp)
         files.rename(temp, path)
     except StorageError:
-        try:
+        with contextlib.suppress(StorageError):  # else the next opener removes it
             files.remove(temp)
-        except StorageError:
-            pass  # left for the next opener's clean-up; the original error matters more
         raise

@@ -12,6 +12,7 @@ Rules kept here:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import os
@@ -105,9 +106,7 @@ class RealFiles:
         temp_path = f"{directory}/{temp}" if directory else temp
         full = self._abs(temp_path)
         try:
-            fd = os.open(
-                full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600
-            )
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600)
         except OSError as exc:
             raise _storage_error("create", temp_path, exc) from exc
         try:
@@ -169,7 +168,7 @@ class RealFiles:
 def _stamp(st: os.stat_result) -> Stamp:
     if stat.S_ISLNK(st.st_mode):
         raise OSError(errno.ELOOP, "symbolic link")
-    token = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    token: tuple[int, ...] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_WINDOW_NS:
         # Too recent to prove anything later: make this stamp unequal to every other one.
         token += (time.perf_counter_ns(),)
@@ -188,10 +187,8 @@ def _read_all(fd: int) -> bytes:
 
 
 def _unlink_quietly(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 class RealLocks:

@@ -51,7 +51,11 @@ def check_files_contract(files: Files) -> None:
     files.remove("runtime/a.txt")  # removing a missing file is fine
     assert files.read("runtime/a.txt") is None, "remove deletes the file"
     for bad in ("/etc/passwd", "../escape", "runtime/../../escape", "runtime//x", ""):
-        _raises(StorageError, lambda bad=bad: files.read(bad), f"path {bad!r} is refused")
+
+        def read_bad(path: str = bad) -> object:
+            return files.read(path)
+
+        _raises(StorageError, read_bad, f"path {bad!r} is refused")
     _raises(StorageError, lambda: files.write_temp("nowhere/x", b""), "no temp in a missing dir")
     _raises(StorageError, lambda: files.fsync("runtime/missing"), "fsync of a missing file")
     _raises(StorageError, lambda: files.rename("runtime/missing", "runtime/b"), "rename missing")

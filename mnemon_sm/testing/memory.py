@@ -187,8 +187,7 @@ class MemoryFiles:
         if not self.track_durability:
             raise RuntimeError("lose_power needs MemoryFiles(track_durability=True)")
         self.files = {
-            name: self._contents.get(version, b"")
-            for name, version in self.durable_names.items()
+            name: self._contents.get(version, b"") for name, version in self.durable_names.items()
         }
         self._versions = dict(self.durable_names)
         self.modes = {name: 0o600 for name in self.files}

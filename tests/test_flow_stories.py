@@ -1,0 +1,303 @@
+"""Stories of the hot-memory flow on the recording in-memory ports.
+
+Each story asserts the machine's state after every step and the exact port calls made, and the
+port calls observed in each state are checked against the spec's declaration.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mnemon_sm import (
+    AmbiguousMatch,
+    CapacityExceeded,
+    Config,
+    CorruptStore,
+    DuplicateEntry,
+    IllegalEvent,
+    InvalidInput,
+    LockTimeout,
+    MemoryRoot,
+    NoMatch,
+    ReadOnly,
+    StorageError,
+)
+from mnemon_sm.engine.spec import load_flow
+from mnemon_sm.errors import MnemonError
+from mnemon_sm.hot.model import LOCK_NAME, SOURCE_PATH
+from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
+from mnemon_sm.testing.memory import CallLog, MemoryFiles, memory_ports
+
+FLOW = "hot_memory_mutation"
+
+
+def open_root(config: Config | None = None, *, faults: tuple[Fault, ...] = ()):
+    ports, log = memory_ports()
+    if faults:
+        ports = faulty_ports(ports, FaultInjector(faults))
+    root = MemoryRoot.open("/unused", config or Config(), ports=ports)
+    log.probe = lambda: root._flow.state
+    return root, ports, log
+
+
+def files_of(ports) -> MemoryFiles:
+    files = ports.files
+    return files if isinstance(files, MemoryFiles) else files.inner
+
+
+def test_opening_creates_the_layout_and_rests_in_ready() -> None:
+    ports, log = memory_ports()
+    root = MemoryRoot.open("/unused", Config(), ports=ports)
+    assert root._flow.state == "ready"
+    assert log.names() == [
+        "files.ensure_dir",
+        "locks.acquire",
+        "files.list",
+        "files.read",
+        "files.read",
+        "files.write_temp",
+        "files.rename",
+        "files.read",
+        "files.write_temp",
+        "files.rename",
+        "locks.release",
+    ]
+    assert ports.files.files["runtime/USER.md"] == b""
+    assert ports.files.files["runtime/MEMORY.md"] == b""
+    assert SOURCE_PATH not in ports.files.files  # an empty store needs no source file
+
+
+def test_ready_add_commits_in_one_step() -> None:
+    root, ports, log = open_root()
+    log.clear()
+    receipt = root.hot.add("user", "User prefers concise replies", importance="critical")
+    assert root._flow.state == "committed"
+    assert receipt.to_json() == {
+        "success": True,
+        "message": "Entry added.",
+        "target": "user",
+        "entryCount": 1,
+        "usage": {"used": 28, "limit": 4096},
+        "added": "User prefers concise replies",
+    }
+    assert log.names() == [
+        "locks.acquire",
+        "files.read",
+        "clock.now_ms",
+        "files.write_temp",
+        "files.rename",
+        "files.write_temp",
+        "files.fsync",
+        "files.rename",
+        "files.fsync",
+        "locks.release",
+    ]
+    assert {c.state for c in log.calls} == {"committed"}
+    assert ports.files.files["runtime/USER.md"] == b"User prefers concise replies\n"
+
+
+def test_committed_add_runs_the_pipeline_without_leaving_committed() -> None:
+    root, _, log = open_root()
+    root.hot.add("memory", "Project uses pnpm workspaces")
+    log.clear()
+    root.hot.add("memory", "Release checks run with pnpm verify")
+    assert root._flow.state == "committed"
+    assert log.names()[0] == "locks.acquire" and log.names()[-1] == "locks.release"
+
+
+def test_committed_duplicate_add_goes_to_ready_without_writing() -> None:
+    root, ports, log = open_root()
+    root.hot.add("memory", "Project uses pnpm workspaces")
+    before = dict(ports.files.files)
+    log.clear()
+    receipt = root.hot.add("memory", "  Project uses\tpnpm workspaces ")
+    assert receipt.message == "Entry already exists (no duplicate added)."
+    assert receipt.added == "Project uses pnpm workspaces"
+    assert root._flow.state == "ready"
+    assert "files.write_temp" not in log.names()
+    assert ports.files.files == before
+
+
+@pytest.mark.parametrize(
+    ("prepare", "call", "error"),
+    [
+        ([], lambda h: h.remove("memory", "nothing"), NoMatch),
+        (["a fact", "another fact"], lambda h: h.remove("memory", "fact"), AmbiguousMatch),
+        (["a", "b"], lambda h: h.replace("memory", "a", "b"), DuplicateEntry),
+        ([], lambda h: h.add("user", "x" * 4097), CapacityExceeded),
+    ],
+)
+def test_committed_rejection_goes_to_ready_and_writes_nothing(prepare, call, error) -> None:
+    root, ports, log = open_root()
+    root.hot.add("memory", "seed entry")
+    for text in prepare:
+        root.hot.add("memory", text)
+    before = dict(ports.files.files)
+    log.clear()
+    with pytest.raises(error):
+        call(root.hot)
+    assert root._flow.state == "ready"
+    assert ports.files.files == before
+    assert log.names()[-1] == "locks.release"
+    assert not ports.locks.held
+
+
+def test_ready_rejection_stays_a_transition_through_committed() -> None:
+    root, _, _ = open_root()
+    with pytest.raises(NoMatch):
+        root.hot.remove("user", "nothing")
+    assert root._flow.state == "ready"
+    with pytest.raises(NoMatch):
+        root.hot.remove("user", "still nothing")
+    assert root._flow.state == "ready"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda h: h.add("user", "§ not allowed"),
+        lambda h: h.add("user", " \t\u3000 "),
+        lambda h: h.add("nobody", "text"),
+        lambda h: h.add("user", "text", importance="urgent"),
+        lambda h: h.add("user", "x" * 8193),
+        lambda h: h.replace("user", "", "text"),
+        lambda h: h.add("user", "\udc80 lone surrogate"),
+    ],
+)
+def test_invalid_input_is_refused_by_the_validators_before_any_port_call(call) -> None:
+    root, ports, log = open_root()
+    before = dict(ports.files.files)
+    log.clear()
+    with pytest.raises(InvalidInput):
+        call(root.hot)
+    assert log.calls == []
+    assert root._flow.state == "ready"
+    assert ports.files.files == before
+
+
+def test_read_only_refuses_every_mutation_before_touching_anything() -> None:
+    root, _, log = open_root(Config(write_enabled=False))
+    log.clear()
+    for call in (
+        lambda: root.hot.add("user", "x"),
+        lambda: root.hot.replace("user", "x", "y"),
+        lambda: root.hot.remove("user", "x"),
+    ):
+        with pytest.raises(ReadOnly):
+            call()
+    assert log.calls == []
+
+
+def test_lock_timeout_takes_the_storage_failed_edge() -> None:
+    root, ports, _ = open_root()
+    root.hot.add("user", "first")
+    ports.locks.hold(LOCK_NAME)
+    with pytest.raises(LockTimeout):
+        root.hot.add("user", "second")
+    assert root._flow.state == "ready"
+    ports.locks.let_go(LOCK_NAME)
+    assert root.hot.add("user", "second").entry_count == 2
+
+
+def test_corrupt_source_is_reported_and_never_rewritten() -> None:
+    root, ports, _ = open_root()
+    ports.files.put(SOURCE_PATH, b"{broken")
+    with pytest.raises(CorruptStore) as caught:
+        root.hot.add("user", "anything")
+    assert caught.value.path == SOURCE_PATH
+    assert ports.files.files[SOURCE_PATH] == b"{broken"
+    assert root._flow.state == "ready"
+    with pytest.raises(CorruptStore):
+        root.hot.snapshot()
+    with pytest.raises(CorruptStore):
+        root.context.runtime_memory()
+
+
+def test_opening_a_corrupt_root_succeeds_and_leaves_it_alone() -> None:
+    ports, _ = memory_ports()
+    ports.files.put(SOURCE_PATH, b'{"version": 2, "entries": []}\n')
+    ports.files.put("runtime/USER.md", b"hand edited\n")
+    root = MemoryRoot.open("/unused", Config(), ports=ports)
+    assert root._flow.state == "ready"
+    assert ports.files.files["runtime/USER.md"] == b"hand edited\n"
+    with pytest.raises(CorruptStore, match="version 1"):
+        root.hot.add("user", "x")
+
+
+def test_opening_fails_when_the_lock_is_held() -> None:
+    ports, _ = memory_ports()
+    ports.locks.hold(LOCK_NAME)
+    with pytest.raises(LockTimeout):
+        MemoryRoot.open("/unused", Config(), ports=ports)
+
+
+def open_faulty():
+    """Fake ports behind a fault injector whose only planned fault is never reached."""
+    return open_root(faults=(Fault(10**6, "fail"),))
+
+
+def test_a_failed_write_reports_storage_error_and_leaves_the_source() -> None:
+    root, ports, _ = open_faulty()
+    root.hot.add("memory", "kept")
+    files = files_of(ports)
+    source = files.files[SOURCE_PATH]
+    injector = ports.files.injector
+    # Fail the next source rename: calls of an add are acquire, read, now, write_temp,
+    # rename (projection), write_temp, fsync, rename (source), ...
+    injector.faults[injector.count + 7] = Fault(injector.count + 7, "fail")
+    with pytest.raises(StorageError):
+        root.hot.add("memory", "lost")
+    assert files.files[SOURCE_PATH] == source
+    assert root._flow.state == "ready"
+    assert not [n for n in files.files if n.endswith(".tmp")]
+    assert root.hot.add("memory", "next").entry_count == 2
+    # The projection written before the failed commit is repaired when context renders.
+    assert "lost" not in root.context.runtime_memory()
+    assert files.files["runtime/MEMORY.md"] == b"kept\n\xc2\xa7\nnext\n"
+
+
+def test_close_is_final_and_later_events_are_illegal() -> None:
+    root, _, _ = open_root()
+    root.close()
+    assert root._flow.state == "closed"
+    with pytest.raises(IllegalEvent) as caught:
+        root.hot.add("user", "x")
+    assert caught.value.state == "closed" and caught.value.event == "add"
+    with pytest.raises(IllegalEvent):
+        root.close()
+
+
+def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
+    observed: dict[str, set[str]] = {}
+
+    def record(log: CallLog) -> None:
+        for call in log.calls:
+            observed.setdefault(call.state or "opening", set()).add(call.name)
+        log.clear()
+
+    ports, log = memory_ports()
+    root = MemoryRoot.open("/unused", Config(), ports=ports)
+    record(log)
+    log.probe = lambda: root._flow.state
+    hot = root.hot
+    hot.add("user", "one")
+    hot.add("memory", "fact one")
+    hot.add("memory", "fact one")
+    hot.replace("memory", "fact one", "fact two")
+    hot.remove("memory", "fact two")
+    for bad in (lambda: hot.remove("user", "missing"), lambda: hot.add("user", "x" * 5000)):
+        with pytest.raises(MnemonError):
+            bad()
+    ports.locks.hold(LOCK_NAME)
+    with pytest.raises(LockTimeout):
+        hot.add("user", "two")
+    ports.locks.let_go(LOCK_NAME)
+    root.close()
+    record(log)
+    spec = load_flow(FLOW).spec
+    for state, calls in observed.items():
+        declared = set(spec.states[state].ports)
+        assert calls <= declared, f"{state} made undeclared calls {calls - declared}"
+    assert set(observed) == {"opening", "committed"}
+    ported_states = {s for s, d in spec.states.items() if d.ports}
+    assert ported_states == set(observed)

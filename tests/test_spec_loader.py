@@ -1,0 +1,153 @@
+"""The spec loader: strict YAML, a strict wrapper, every structural check on."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mnemon_sm.engine.spec import (
+    ENGINE_FLAGS,
+    build_machine_class,
+    flow_names,
+    load_flow,
+    parse_spec,
+)
+from mnemon_sm.errors import SpecError
+
+GOOD = """
+flow: demo
+summary: A two-state demo.
+context: tests.test_spec_loader:DemoContext
+states:
+  idle: {description: Waiting., ports: []}
+  busy: {description: Working., ports: [files.read]}
+  done: {description: Finished.}
+events:
+  go: Start.
+  stop: Stop.
+invariants:
+  INV-DEMO-1: Nothing happens.
+statechart:
+  states:
+    idle:
+      initial: true
+      "on":
+        go: [{target: busy, validators: check_ok}]
+    busy:
+      enter: do_work
+      "on":
+        stop: [{target: done, cond: is_ready}]
+    done:
+      final: true
+"""
+
+
+class DemoContext:
+    state: str | None = None
+
+    def check_ok(self) -> None:
+        pass
+
+    def do_work(self) -> None:
+        pass
+
+    def is_ready(self) -> bool:
+        return True
+
+
+def spec_text(**replacements: str) -> str:
+    text = GOOD
+    for old, new in replacements.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+def test_a_good_spec_builds_a_strict_machine() -> None:
+    spec = parse_spec(GOOD, name="demo")
+    cls = build_machine_class(spec)
+    for flag, value in ENGINE_FLAGS.items():
+        assert getattr(cls, flag) is value
+    machine = cls(model=DemoContext())
+    machine.send("go")
+    assert machine.current_state_value == "busy"
+    assert [(t.source, t.index, t.event, t.target) for t in spec.transitions] == [
+        ("idle", 0, "go", "busy"),
+        ("busy", 0, "stop", "done"),
+    ]
+    assert spec.callbacks() == {
+        "check_ok": {"validator"},
+        "do_work": {"action"},
+        "is_ready": {"guard"},
+    }
+
+
+def test_the_yaml_on_key_is_a_string_when_quoted_or_not() -> None:
+    unquoted = GOOD.replace('"on":', "on:")
+    spec = parse_spec(unquoted, name="demo")
+    assert spec.state_defs["idle"]["on"] == parse_spec(GOOD, name="demo").state_defs["idle"]["on"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"flow: demo": "flow: other"}, "the file is demo.yaml"),
+        ({"  go: Start.\n": ""}, "events described"),
+        ({"  done: {description: Finished.}\n": ""}, "states described"),
+        ({"summary: A two-state demo.": "summary: A two-state demo.\ncolour: red"}, "unknown"),
+        ({"validators: check_ok": "validators: 'check_ok or 1'"}, "not a bare callback name"),
+        ({"cond: is_ready": "cond: is_ready()"}, "not a bare callback name"),
+        ({"target: done, cond": "target: nowhere, cond"}, "unknown target"),
+        ({"target: done, cond": "goal: done, cond"}, "needs a target"),
+        ({"enter: do_work": "enter: do_work\n      colour: red"}, "unknown state field"),
+        ({"INV-DEMO-1": "INVARIANT-1"}, "INV-<FLOW>-<n>"),
+        ({"ports: [files.read]": "ports: [read]"}, "<port>.<method>"),
+        ({"description: Waiting.": "description: ''"}, "one non-empty line"),
+        ({"  idle: {description": "  1: {description"}, "not a string"),
+        ({"  stop: Stop.\n": "  stop: Stop.\n  stop: Again.\n"}, "duplicate key"),
+        ({"statechart:\n  states:": "statechart:\n  engine: fast\n  states:"}, "exactly one key"),
+        ({"flow: demo": "flow: [demo"}, "not valid YAML"),
+    ],
+)
+def test_bad_specs_are_refused_with_a_clear_error(change: dict[str, str], message: str) -> None:
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        parse_spec(spec_text(**change), name="demo")
+
+
+def test_structural_checks_are_on() -> None:
+    unreachable = spec_text(
+        **{
+            "  done: {description: Finished.}\n": (
+                "  done: {description: Finished.}\n  lost: {description: Unreachable.}\n"
+            ),
+            "    done:\n      final: true\n": textwrap.indent(
+                'done:\n  final: true\nlost:\n  "on":\n    stop: [{target: done}]\n', "    "
+            ),
+        }
+    )
+    with pytest.raises(SpecError, match="unreachable"):
+        build_machine_class(parse_spec(unreachable, name="demo"))
+    trap = spec_text(**{"        stop: [{target: done, cond: is_ready}]\n": "        {}\n"})
+    with pytest.raises(SpecError):
+        build_machine_class(parse_spec(trap.replace('"on":\n        {}', '"on": {}'), name="demo"))
+
+
+def test_every_shipped_flow_loads() -> None:
+    assert flow_names()
+    for name in flow_names():
+        flow = load_flow(name)
+        assert flow.spec.flow == name
+        assert flow.machine_class.__name__.endswith("Machine")
+
+
+def test_spec_transitions_follow_the_machine_class_order() -> None:
+    for name in flow_names():
+        flow = load_flow(name)
+        cls_transitions = [
+            (state.id, i, str(t.event or ""), t.target.id if t.target else None)
+            for state in flow.machine_class.states
+            for i, t in enumerate(state.transitions)
+        ]
+        spec_transitions = [(t.source, t.index, t.event, t.target) for t in flow.spec.transitions]
+        assert sorted(cls_transitions, key=str) == sorted(spec_transitions, key=str)

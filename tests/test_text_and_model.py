@@ -1,0 +1,156 @@
+"""Pure rules at their boundaries: whitespace, sizes, timestamps, the memories.json format."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import pytest
+
+from mnemon_sm.errors import CorruptStore, InvalidInput
+from mnemon_sm.hot.model import HotEntry, HotStore, normalize, parse_source
+from mnemon_sm.text import collapse_whitespace, iso_ms, strip_whitespace, utf8_len, utf16_len
+
+T = "2026-08-13T08:00:00.000Z"
+
+REFERENCE_DOC = """{
+  "version": 1,
+  "entries": [
+    {
+      "content": "User prefers concise Chinese replies",
+      "created_at": "2026-08-13T08:00:00.000Z",
+      "updated_at": "2026-08-13T08:00:00.000Z",
+      "target": "user",
+      "importance": "critical"
+    },
+    {
+      "content": "Release checks run with pnpm verify",
+      "created_at": "2026-08-13T08:00:00.000Z",
+      "updated_at": "2026-08-13T08:00:00.000Z",
+      "target": "memory",
+      "importance": "normal"
+    }
+  ]
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("raw", "collapsed"),
+    [
+        ("  a  b  ", "a b"),
+        ("\ufeffa\u3000\u00a0b\u2028", "a b"),  # JavaScript whitespace
+        ("a\x1cb\x85c", "a\x1cb\x85c"),  # Python whitespace that JavaScript keeps
+        ("\t\n\v\f\r", ""),
+        ("a\u200bb", "a\u200bb"),  # zero-width space is not whitespace
+    ],
+)
+def test_collapse_uses_the_javascript_whitespace_class(raw: str, collapsed: str) -> None:
+    assert collapse_whitespace(raw) == collapsed
+
+
+def test_strip_leaves_inner_runs() -> None:
+    assert strip_whitespace("\u3000 a  b \ufeff") == "a  b"
+
+
+def test_sizes_and_timestamps() -> None:
+    assert utf8_len("超出") == 6 and utf16_len("超出") == 2
+    assert utf8_len("😀") == 4 and utf16_len("😀") == 2
+    assert iso_ms(1_786_608_000_000) == T
+    assert iso_ms(1_786_608_000_007) == "2026-08-13T08:00:00.007Z"
+    assert iso_ms(0) == "1970-01-01T00:00:00.000Z"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (None, "content is required"),
+        ("  \u3000 ", "content is required"),
+        ("a § b", "reserved § entry delimiter"),
+        ("x" * 8193, "too large (8193 bytes; max 8192)"),
+        ("é" * 4097, "too large (8194 bytes; max 8192)"),
+        ("\ud800", "valid Unicode"),
+        (42, "must be a string"),
+    ],
+)
+def test_normalize_rejects(value: object, message: str) -> None:
+    with pytest.raises(InvalidInput, match=re.escape(message)):
+        normalize(value, "content")
+
+
+def test_normalize_accepts_the_exact_cap() -> None:
+    assert normalize("x" * 8192, "content") == "x" * 8192
+    assert normalize(" 😀 ", "content") == "😀"
+
+
+def test_reference_document_round_trips_byte_for_byte() -> None:
+    store = parse_source(REFERENCE_DOC.encode())
+    assert store.encode() == REFERENCE_DOC.encode()
+    assert [e.target for e in store.entries] == ["user", "memory"]
+    canonical = json.dumps(json.loads(REFERENCE_DOC), ensure_ascii=False, separators=(",", ":"))
+    assert store.canonical() == canonical.encode()
+    assert store.revision() == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_empty_store_formats() -> None:
+    store = HotStore()
+    assert store.encode() == b'{\n  "version": 1,\n  "entries": []\n}\n'
+    assert store.projection("user") == b"" and store.used("user") == 0
+    assert parse_source(None) == store
+    assert parse_source(store.encode()) == store
+
+
+def test_projection_and_capacity_metric() -> None:
+    entries = (
+        HotEntry("Project uses pnpm workspaces", T, T, "memory"),
+        HotEntry("a user fact", T, T, "user"),
+        HotEntry("Release checks run with pnpm verify", T, T, "memory"),
+    )
+    store = HotStore(entries)
+    assert store.projection("memory") == (
+        b"Project uses pnpm workspaces\n\xc2\xa7\nRelease checks run with pnpm verify\n"
+    )
+    assert store.used("memory") == 28 + 4 + 35
+    assert store.projection("user") == b"a user fact\n"
+
+
+def test_non_ascii_is_written_unescaped_like_javascript() -> None:
+    store = HotStore((HotEntry('超出 "quoted" \\ tab', T, T, "user", "low"),))
+    assert '"content": "超出 \\"quoted\\" \\\\ tab"' in store.encode().decode()
+
+
+def test_content_is_normalized_on_read() -> None:
+    doc = json.loads(REFERENCE_DOC)
+    doc["entries"][0]["content"] = "  spaced \t out  "
+    store = parse_source(json.dumps(doc).encode())
+    assert store.entries[0].content == "spaced out"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(version=2), "version 1"),
+        (lambda d: d.pop("entries"), "required field missing"),
+        (lambda d: d.update(extra=True), "unknown field"),
+        (lambda d: d["entries"][0].update(branch="main"), "unknown field"),
+        (lambda d: d["entries"][0].update(content=7), "expected a string"),
+        (lambda d: d["entries"][0].update(target="team"), r"\$\.entries\[0\]\.target"),
+        (lambda d: d["entries"][1].update(importance="high"), "importance"),
+        (lambda d: d["entries"][1].pop("created_at"), "required field missing"),
+        (lambda d: d["entries"][1].update(content="a § b"), r"invalid entry at \$\.entries\[1\]"),
+        (lambda d: d["entries"][1].update(content=" "), "content is required"),
+    ],
+)
+def test_invalid_documents_are_corrupt_and_name_the_problem(mutate, message: str) -> None:
+    doc = json.loads(REFERENCE_DOC)
+    mutate(doc)
+    with pytest.raises(CorruptStore, match=message) as caught:
+        parse_source(json.dumps(doc).encode())
+    assert caught.value.path == "runtime/memories.json"
+
+
+@pytest.mark.parametrize("data", [b"", b"{not json", b"\xff\xfe", b"[]", b"null", b'"x"'])
+def test_unparseable_documents_are_corrupt(data: bytes) -> None:
+    with pytest.raises(CorruptStore):
+        parse_source(data)
