@@ -10,7 +10,9 @@ with those rounds (so disk noise hits every series alike), two floors with the s
   rename ``memories.json``, fsync the directory (no parsing, no validation, no machine).
 
 Figures are medians over blocks. Targets (see the README): mixed ops >= 0.8x the protocol
-floor at ``full``; rendering context for an unchanged store <= 0.05x one add.
+floor at ``full``; rendering context for an unchanged store <= 0.05x one add. For scale it also
+prints one python-statemachine event on a three-state machine and the CPU cost of one mixed
+operation with in-memory ports (no I/O at all).
 
 Usage: python benchmarks/hot_memory.py [--blocks N] [--ops-per-block N] [--dir DIR]
 """
@@ -118,12 +120,14 @@ def bench_durability(base: Path, durability: str, blocks: int, per_block: int) -
         series["mixed"].append(rate(lambda: mixed_round(root, next(counter)), rounds) * 3)
         series["raw"].append(rate(floors.raw, per_block))
     medians = {k: statistics.median(v) for k, v in series.items()}
+    overhead_us = 1e6 / medians["mixed"] - 1e6 / medians["protocol"]
     return {
         "mixed_ops_per_s": round(medians["mixed"]),
         "protocol_floor_ops_per_s": round(medians["protocol"]),
         "raw_floor_ops_per_s": round(medians["raw"]),
         "mixed_vs_protocol_floor": round(medians["mixed"] / medians["protocol"], 3),
         "mixed_vs_raw_floor": round(medians["mixed"] / medians["raw"], 3),
+        "overhead_over_protocol_floor_us": round(overhead_us),
         "memory_used_bytes": root.hot.snapshot().usage["memory"][0],
     }
 
@@ -155,6 +159,23 @@ def bench_context(base: Path, blocks: int, per_block: int) -> dict[str, float]:
     }
 
 
+def in_memory_op_us(blocks: int, per_block: int) -> float:
+    """CPU cost of one mixed operation with in-memory ports (no I/O at all)."""
+    from mnemon_sm.testing.memory import memory_ports
+
+    ports, log = memory_ports()
+    root = MemoryRoot.open("/in-memory", Config(), ports=ports)
+    prefill(root, root.config.memory_limit)
+    counter = iter(range(10**9))
+
+    def one_round() -> None:
+        mixed_round(root, next(counter))
+        log.clear()
+
+    rounds = max(1, per_block // 3)
+    return statistics.median(1e6 / (rate(one_round, rounds) * 3) for _ in range(blocks))
+
+
 def engine_event_us() -> float:
     """Cost of one python-statemachine event on a three-state machine, for scale."""
     from statemachine.io import create_machine_class_from_definition
@@ -180,6 +201,7 @@ def main() -> None:
         result = {
             "python": platform.python_version(),
             "engine_event_us": round(engine_event_us(), 1),
+            "in_memory_mixed_op_us": round(in_memory_op_us(args.blocks, args.ops_per_block), 1),
             "durability": {
                 d: bench_durability(base, d, args.blocks, args.ops_per_block)
                 for d in ("full", "normal", "off")

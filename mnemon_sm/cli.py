@@ -63,15 +63,13 @@ def _hot_show(args: argparse.Namespace) -> None:
 
 def _context(args: argparse.Namespace) -> None:
     with _open(args) as root:
-        guidance = root.context.routing_guidance()
-        if args.json:
-            _print_json(
-                {"routingGuidance": guidance, "runtimeMemory": root.context.runtime_memory()}
-            )
-            return
-        if guidance:
-            print(guidance, end="\n\n")
-        print(root.context.runtime_memory())
+        guidance, memory = root.context.routing_guidance(), root.context.runtime_memory()
+    if args.json:
+        _print_json({"routingGuidance": guidance, "runtimeMemory": memory})
+        return
+    if guidance:
+        print(guidance, end="\n\n")
+    print(memory)
 
 
 def _specs(args: argparse.Namespace) -> None:

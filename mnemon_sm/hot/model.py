@@ -49,6 +49,7 @@ TARGETS: tuple[Target, ...] = get_args(Target)
 IMPORTANCES: tuple[Importance, ...] = get_args(Importance)
 
 DELIMITER = "\n§\n"  # 4 UTF-8 bytes; "§" is reserved and never appears inside an entry
+_DELIMITER_BYTES = DELIMITER.encode("utf-8")
 ENTRY_MAX_BYTES = 8192  # one entry, UTF-8 (larger than USER.md's budget, as in the reference)
 RUNTIME_DIR = "runtime"
 SOURCE_PATH = "runtime/memories.json"
@@ -113,11 +114,17 @@ class HotEntry:
     updated_at: str
     target: Target
     importance: Importance = "normal"
-    pretty: str = attrs.field(init=False, eq=False, repr=False)
+    # Derived once per entry, so writing a store joins bytes instead of re-encoding text.
+    pretty: bytes = attrs.field(init=False, eq=False, repr=False)
+    utf8: bytes = attrs.field(init=False, eq=False, repr=False)
 
     @pretty.default
-    def _pretty_default(self) -> str:
-        return _pretty(self)
+    def _pretty_default(self) -> bytes:
+        return _pretty(self).encode("utf-8")
+
+    @utf8.default
+    def _utf8_default(self) -> bytes:
+        return self.content.encode("utf-8")
 
 
 @attrs.frozen
@@ -181,7 +188,7 @@ class HotStore:
         key = "bytes:" + target
         found: bytes | None = self._memo.get(key)
         if found is None:
-            found = self.joined(target).encode("utf-8")
+            found = _DELIMITER_BYTES.join(e.utf8 for e in self.of(target))
             self._memo[key] = found
         return found
 
@@ -203,8 +210,8 @@ class HotStore:
         """The exact bytes of ``memories.json``."""
         if not self.entries:
             return b'{\n  "version": 1,\n  "entries": []\n}\n'
-        body = ",\n".join(e.pretty for e in self.entries)
-        return ('{\n  "version": 1,\n  "entries": [\n' + body + "\n  ]\n}\n").encode("utf-8")
+        body = b",\n".join(e.pretty for e in self.entries)
+        return b'{\n  "version": 1,\n  "entries": [\n' + body + b"\n  ]\n}\n"
 
     def canonical(self) -> bytes:
         """Compact JSON of the source, the input of :meth:`revision`."""

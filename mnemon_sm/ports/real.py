@@ -32,9 +32,10 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 # A stat-based "unchanged" proof is only trusted once the file's times are this far in the
-# past: file-system timestamps are coarse (a few ms on ext4), so two writes inside one tick
-# can leave equal times; 100 ms is far beyond any tick (the "racy clean" rule of git).
-_RACY_WINDOW_NS = 100_000_000
+# past: timestamps are coarse (a few ms on ext4, 1 s on ext3 and many network mounts, 2 s on
+# FAT), so two writes inside one tick can leave equal times. Within the window the bytes are
+# read again, which costs microseconds (the "racy clean" rule of git).
+_RACY_WINDOW_NS = 3_000_000_000
 # filelock retries a contended lock by polling; 2 ms keeps waits short without spinning.
 _LOCK_POLL_S = 0.002
 
@@ -99,6 +100,7 @@ class RealFiles:
             os.close(fd)
 
     def write_temp(self, path: str, data: bytes) -> str:
+        self._abs(path)  # the target obeys the path rules, not only the temp name
         directory, _, name = path.rpartition("/")
         # pid + time + a per-adapter counter: unique across processes; O_EXCL guards the rest.
         stamp = f"{os.getpid()}.{time.time_ns() // 1_000_000}.{next(self._temps):x}"
@@ -157,12 +159,24 @@ class RealFiles:
     def ensure_dir(self, directory: str) -> None:
         full = self._abs(directory) if directory else str(self.root)
         try:
-            os.makedirs(full, mode=0o700, exist_ok=True)
+            _makedirs_private(full)
             st = os.stat(full, follow_symlinks=False)
         except OSError as exc:
             raise _storage_error("create directory", directory or ".", exc) from exc
         if not stat.S_ISDIR(st.st_mode):
             raise StorageError(f"{directory or '.'} is not a directory")
+
+
+def _makedirs_private(path: str) -> None:
+    """``os.makedirs`` that creates every missing component with mode 0700 (``makedirs``
+    applies its mode to the last component only)."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        _makedirs_private(parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
 
 
 def _stamp(st: os.stat_result) -> Stamp:
@@ -196,18 +210,24 @@ class RealLocks:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self._files = RealFiles(root)
         self._locks: dict[str, filelock.FileLock] = {}
 
     def _lock(self, name: str) -> filelock.FileLock:
         lock = self._locks.get(name)
         if lock is None:
-            RealFiles(self.root)._abs(name)  # same path rules as files
+            self._files._abs(name)  # same path rules as files
             lock = filelock.FileLock(str(self.root / name), mode=0o600)
             self._locks[name] = lock
         return lock
 
     def acquire(self, name: str, timeout_ms: int) -> None:
         lock = self._lock(name)
+        # filelock would create a missing directory with the umask's permissions; make it
+        # ourselves, 0700, like every other directory of the root.
+        directory = name.rpartition("/")[0]
+        if directory and not os.path.isdir(self._files._abs(directory)):
+            self._files.ensure_dir(directory)
         try:
             lock.acquire(timeout=timeout_ms / 1000, poll_interval=_LOCK_POLL_S)
         except filelock.Timeout:

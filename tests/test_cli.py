@@ -1,0 +1,484 @@
+"""End-to-end tests of the ``mnemon-sm`` command line, each run in a subprocess.
+
+The CLI runs as ``python -m mnemon_sm.cli`` so the tests do not depend on the console script
+being on PATH; one test runs the installed console script itself. Storage roots are seeded
+in-process through :class:`MemoryRoot` where only the CLI's reaction matters, to keep the
+number of subprocesses (about 0.3 s each) small.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import filelock
+import pytest
+
+from mnemon_sm import Config, MemoryRoot
+
+REPO = Path(__file__).resolve().parents[1]
+TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+FACT = "User prefers concise replies"
+TARGETS = ("user", "memory")
+
+
+def base_env(tmp_path: Path) -> dict[str, str]:
+    """The inherited environment without MNEMON_DATA_DIR and with HOME in ``tmp_path``."""
+    env = dict(os.environ)
+    env.pop("MNEMON_DATA_DIR", None)
+    env["HOME"] = str(tmp_path / "home")
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
+
+
+def run_cli(
+    tmp_path: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    command: list[str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    cmd = command or [sys.executable, "-m", "mnemon_sm.cli"]
+    return subprocess.run(
+        [*cmd, *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env if env is not None else base_env(tmp_path),
+        cwd=cwd or tmp_path,
+        timeout=120,
+        check=False,
+    )
+
+
+def error_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The ``{"error": {...}}`` line a failing command prints on stderr (the only line)."""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    doc = json.loads(lines[0])
+    assert list(doc) == ["error"], doc
+    error: dict[str, Any] = doc["error"]
+    assert isinstance(error["message"], str)
+    assert error["message"]
+    return error
+
+
+def tree(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` (hidden ones included) as relative path -> bytes."""
+    found = {}
+    for base, _dirs, names in os.walk(directory):
+        for name in names:
+            path = Path(base, name)
+            found[str(path.relative_to(directory))] = path.read_bytes()
+    return found
+
+
+def seed(root: Path, *entries: tuple[str, str, str | None]) -> None:
+    """Create ``root`` with the given (target, content, importance) entries."""
+    with MemoryRoot.open(root, Config(durability="off")) as opened:
+        for target, content, importance in entries:
+            opened.hot.add(target, content, importance)
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# -- hot add: receipt and the on-disk format ------------------------------------------------
+
+
+def test_add_prints_receipt_and_writes_reference_format(tmp_path: Path) -> None:
+    root = tmp_path / "R"
+    proc = run_cli(
+        tmp_path, "--root", str(root), "hot", "add", "--target", "user",
+        "--importance", "critical", FACT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "success": True,
+        "message": "Entry added.",
+        "target": "user",
+        "entryCount": 1,
+        "usage": {"used": 28, "limit": 4096},
+        "added": FACT,
+    }
+    runtime = root / "runtime"
+    assert (runtime / "USER.md").read_bytes() == b"User prefers concise replies\n"
+    assert (runtime / "MEMORY.md").read_bytes() == b""
+
+    data = (runtime / "memories.json").read_bytes()
+    doc = json.loads(data)
+    assert list(doc) == ["version", "entries"]
+    assert doc["version"] == 1
+    [entry] = doc["entries"]
+    assert list(entry) == ["content", "created_at", "updated_at", "target", "importance"]
+    created = entry["created_at"]
+    assert TIMESTAMP.match(created), created
+    assert entry["updated_at"] == created
+    stamp = dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
+    assert abs(dt.datetime.now(dt.UTC) - stamp) < dt.timedelta(minutes=10)
+    expected = (
+        "{\n"
+        '  "version": 1,\n'
+        '  "entries": [\n'
+        "    {\n"
+        '      "content": "User prefers concise replies",\n'
+        f'      "created_at": "{created}",\n'
+        f'      "updated_at": "{created}",\n'
+        '      "target": "user",\n'
+        '      "importance": "critical"\n'
+        "    }\n"
+        "  ]\n"
+        "}\n"
+    )
+    assert data == expected.encode("utf-8")
+    assert data == (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+# -- typed rejections: exit 1, nothing under runtime/ changes -----------------------------
+
+
+def test_capacity_example_is_rejected_and_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "R"
+    seed(root, ("user", "x" * 4090, None))
+    before = tree(root / "runtime")
+    assert before["USER.md"] == b"x" * 4090 + b"\n"
+
+    proc = run_cli(tmp_path, "--root", str(root), "hot", "add", "--target", "user", "超出")
+
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    error = error_of(proc)
+    assert error["type"] == "CapacityExceeded"
+    assert error["target"] == "user"
+    assert (error["used"], error["projected"], error["limit"]) == (4090, 4100, 4096)
+    assert tree(root / "runtime") == before
+
+
+SEED = (
+    ("user", FACT, "critical"),
+    ("memory", "alpha one", None),
+    ("memory", "alpha two", "low"),
+    ("memory", "beta", None),
+)
+
+REJECTIONS = [
+    pytest.param(
+        ["hot", "replace", "--target", "memory", "--old-text", "gamma", "delta"], None,
+        "NoMatch", id="replace-no-match",
+    ),
+    pytest.param(
+        ["hot", "remove", "--target", "user", "--old-text", "gamma"], None,
+        "NoMatch", id="remove-no-match",
+    ),
+    pytest.param(
+        ["hot", "remove", "--target", "user", "--old-text", "alpha"], None,
+        "NoMatch", id="remove-other-target-only",
+    ),
+    pytest.param(
+        ["hot", "replace", "--target", "memory", "--old-text", "alpha", "alpha three"], None,
+        "AmbiguousMatch", id="replace-ambiguous",
+    ),
+    pytest.param(
+        ["hot", "remove", "--target", "memory", "--old-text", "alpha"], None,
+        "AmbiguousMatch", id="remove-ambiguous",
+    ),
+    pytest.param(
+        ["hot", "replace", "--target", "memory", "--old-text", "beta", "alpha one"], None,
+        "DuplicateEntry", id="replace-duplicate",
+    ),
+    pytest.param(
+        ["hot", "add", "--target", "memory", "a § b"], None,
+        "InvalidInput", id="add-delimiter",
+    ),
+    pytest.param(
+        ["hot", "replace", "--target", "memory", "--old-text", "beta", "beta § gamma"], None,
+        "InvalidInput", id="replace-delimiter",
+    ),
+    pytest.param(
+        ["hot", "add", "--target", "memory", " \t\n\u3000 "], None,
+        "InvalidInput", id="add-only-whitespace",
+    ),
+    pytest.param(
+        ["hot", "add", "--target", "memory", "y" * 8193], None,
+        "InvalidInput", id="add-too-large",
+    ),
+    pytest.param(
+        ["hot", "add", "--target", "memory", "new fact"], "writeEnabled = false\n",
+        "ReadOnly", id="read-only-add",
+    ),
+    pytest.param(
+        ["hot", "remove", "--target", "memory", "--old-text", "beta"], "writeEnabled = false\n",
+        "ReadOnly", id="read-only-remove",
+    ),
+    pytest.param(
+        ["hot", "add", "--target", "memory", "new fact"], "idleReviewMs = 1\n",
+        "InvalidConfig", id="invalid-config",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "config", "error_type"), REJECTIONS)
+def test_rejection_exits_1_and_changes_nothing(
+    tmp_path: Path, argv: list[str], config: str | None, error_type: str
+) -> None:
+    root = tmp_path / "R"
+    seed(root, *SEED)
+    before = tree(root / "runtime")
+    options = ["--root", str(root)]
+    if config is not None:
+        options += ["--config", str(write_config(tmp_path, config))]
+
+    proc = run_cli(tmp_path, *options, *argv)
+
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    error = error_of(proc)
+    assert error["type"] == error_type
+    if error_type == "AmbiguousMatch":
+        assert error["candidates"] == ["alpha one", "alpha two"]
+    if error_type == "InvalidConfig":
+        assert "idleReviewMs" in error["message"] or "idle_review_ms" in error["message"]
+    assert tree(root / "runtime") == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["hot", "add", FACT], id="missing-target"),
+        pytest.param(["hot", "add", "--target", "everyone", FACT], id="bad-target"),
+        pytest.param([], id="no-command"),
+    ],
+)
+def test_usage_errors_exit_2_and_create_nothing(tmp_path: Path, argv: list[str]) -> None:
+    root = tmp_path / "R"
+    proc = run_cli(tmp_path, "--root", str(root), *argv)
+    assert proc.returncode == 2, proc.stderr
+    assert "usage:" in proc.stderr
+    assert proc.stdout == ""
+    assert not root.exists()
+
+
+# -- storage failures: exit 3 ------------------------------------------------------------
+
+
+def test_lock_held_by_another_process_exits_3(tmp_path: Path) -> None:
+    root = tmp_path / "R"
+    seed(root, ("user", FACT, None))
+    config = write_config(tmp_path, "lockTimeoutMs = 200\n")
+    before = tree(root / "runtime")
+
+    with filelock.FileLock(str(root / "runtime" / ".memories.lock")):
+        proc = run_cli(
+            tmp_path, "--root", str(root), "--config", str(config),
+            "hot", "add", "--target", "user", "Another fact",
+        )  # fmt: skip
+
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == ""
+    assert error_of(proc)["type"] == "LockTimeout"
+    assert tree(root / "runtime") == before
+
+
+def test_corrupt_source_exits_3_and_is_never_overwritten(tmp_path: Path) -> None:
+    root = tmp_path / "R"
+    seed(root, ("user", FACT, None))
+    (root / "runtime" / "memories.json").write_bytes(b"{not json")
+    before = tree(root / "runtime")
+
+    add = run_cli(tmp_path, "--root", str(root), "hot", "add", "--target", "user", "More")
+    assert add.returncode == 3, add.stderr
+    error = error_of(add)
+    assert error["type"] == "CorruptStore"
+    assert error["path"] == "runtime/memories.json"
+    assert "runtime/memories.json" in error["message"]
+    assert tree(root / "runtime") == before
+    assert (root / "runtime" / "memories.json").read_bytes() == b"{not json"
+
+    show = run_cli(tmp_path, "--root", str(root), "hot", "show")
+    assert show.returncode == 3, show.stderr
+    assert error_of(show)["type"] == "CorruptStore"
+    assert tree(root / "runtime") == before
+
+
+# -- reading: hot show and context -------------------------------------------------------
+
+
+def test_hot_show_prints_the_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "R"
+    seed(root, *SEED)
+    source = json.loads((root / "runtime" / "memories.json").read_bytes())
+    canonical = json.dumps(source, ensure_ascii=False, separators=(",", ":"))
+
+    proc = run_cli(tmp_path, "--root", str(root), "hot", "show")
+
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert list(shown) == ["revision", "user", "memory"]
+    assert HEX64.match(shown["revision"])
+    assert shown["revision"] == hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def expected(target: str) -> list[dict[str, str]]:
+        return [
+            {
+                "content": e["content"],
+                "importance": e["importance"],
+                "createdAt": e["created_at"],
+                "updatedAt": e["updated_at"],
+            }
+            for e in source["entries"]
+            if e["target"] == target
+        ]
+
+    assert shown["user"] == {"entries": expected("user"), "usage": {"used": 28, "limit": 4096}}
+    assert [e["content"] for e in shown["memory"]["entries"]] == ["alpha one", "alpha two", "beta"]
+    assert [e["importance"] for e in shown["memory"]["entries"]] == ["normal", "low", "normal"]
+    assert shown["memory"] == {
+        "entries": expected("memory"),
+        "usage": {"used": 9 + 4 + 9 + 4 + 4, "limit": 10240},
+    }
+
+    only_user = run_cli(tmp_path, "--root", str(root), "hot", "show", "--target", "user")
+    assert only_user.returncode == 0, only_user.stderr
+    assert json.loads(only_user.stdout) == {"revision": shown["revision"], "user": shown["user"]}
+
+
+def test_context_prints_both_texts_without_storage_paths(tmp_path: Path) -> None:
+    root = tmp_path / "R"
+    seed(root, ("user", FACT, "critical"))
+
+    text = run_cli(tmp_path, "--root", str(root), "context")
+    as_json = run_cli(tmp_path, "--root", str(root), "context", "--json")
+
+    assert text.returncode == 0, text.stderr
+    out = text.stdout
+    assert "Contents of USER.md (user profile; 28/4096 UTF-8 bytes)" in out
+    assert f'<runtime-memory-file name="USER.md">\n{FACT}\n</runtime-memory-file>' in out
+    assert (
+        "Contents of MEMORY.md (working reference; 0/10240 UTF-8 bytes)\n"
+        '<runtime-memory-file name="MEMORY.md">\n(empty)\n</runtime-memory-file>'
+    ) in out
+    for path in {str(root), str(root.resolve()), str(tmp_path), "memories.json"}:
+        assert path not in out
+
+    assert as_json.returncode == 0, as_json.stderr
+    texts = json.loads(as_json.stdout)
+    assert list(texts) == ["routingGuidance", "runtimeMemory"]
+    assert texts["routingGuidance"]
+    assert "Contents of USER.md (user profile; 28/4096 UTF-8 bytes)" in texts["runtimeMemory"]
+    assert out == texts["routingGuidance"] + "\n\n" + texts["runtimeMemory"] + "\n"
+
+
+# -- demo --------------------------------------------------------------------------------
+
+
+def test_demo_runs_on_a_temporary_root(tmp_path: Path) -> None:
+    env = base_env(tmp_path)
+    env["MNEMON_DATA_DIR"] = str(tmp_path / "data")
+    proc = run_cli(tmp_path, "demo", env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert sum("receipt:" in line for line in lines) >= 3
+    assert sum("rejected:" in line for line in lines) >= 1
+    assert "Contents of MEMORY.md" in proc.stdout
+    assert "Contents of USER.md (user profile; 28/4096 UTF-8 bytes)" in proc.stdout
+    assert not (tmp_path / "data").exists()
+    assert not (tmp_path / "home" / ".mnemon").exists()
+
+
+def test_demo_root_keeps_its_files(tmp_path: Path) -> None:
+    demo_root = tmp_path / "demo"
+    proc = run_cli(tmp_path, "demo", "--root", str(demo_root))
+    assert proc.returncode == 0, proc.stderr
+    assert f"storage root {demo_root}" in proc.stdout
+    assert "receipt:" in proc.stdout
+    runtime = demo_root / "runtime"
+    doc = json.loads((runtime / "memories.json").read_bytes())
+    contents = {t: [e["content"] for e in doc["entries"] if e["target"] == t] for t in TARGETS}
+    assert contents["user"] == [FACT]
+    assert contents["memory"]
+    for target, name in (("user", "USER.md"), ("memory", "MEMORY.md")):
+        expected = "\n§\n".join(contents[target]) + "\n"
+        assert (runtime / name).read_bytes() == expected.encode("utf-8")
+
+
+# -- root resolution ---------------------------------------------------------------------
+
+
+def test_mnemon_data_dir_is_the_default_root(tmp_path: Path) -> None:
+    env = base_env(tmp_path)
+    env["MNEMON_DATA_DIR"] = str(tmp_path / "data")
+    proc = run_cli(tmp_path, "hot", "add", "--target", "memory", "From the environment", env=env)
+    assert proc.returncode == 0, proc.stderr
+    memory = tmp_path / "data" / "runtime" / "MEMORY.md"
+    assert memory.read_bytes() == b"From the environment\n"
+    assert not (tmp_path / "home" / ".mnemon").exists()
+
+
+def test_blank_mnemon_data_dir_falls_back_to_home(tmp_path: Path) -> None:
+    env = base_env(tmp_path)
+    env["MNEMON_DATA_DIR"] = "  \t "
+    proc = run_cli(tmp_path, "hot", "add", "--target", "memory", "From home", env=env)
+    assert proc.returncode == 0, proc.stderr
+    memory = tmp_path / "home" / ".mnemon" / "runtime" / "MEMORY.md"
+    assert memory.read_bytes() == b"From home\n"
+
+
+# -- specs -------------------------------------------------------------------------------
+
+
+def test_specs_check_passes_in_the_repository(tmp_path: Path) -> None:
+    proc = run_cli(tmp_path, "specs", "check", cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "specs:" in proc.stdout
+
+
+def test_specs_check_detects_an_altered_diagram(tmp_path: Path) -> None:
+    intact = tmp_path / "intact"
+    shutil.copytree(REPO / "specs", intact)
+    altered = tmp_path / "altered"
+    shutil.copytree(REPO / "specs", altered)
+    diagram = altered / "diagrams" / "hot_memory_mutation.md"
+    diagram.write_text(diagram.read_text(encoding="utf-8") + "\nhand edit\n", encoding="utf-8")
+
+    good = run_cli(tmp_path, "specs", "check", "--dir", str(intact))
+    bad = run_cli(tmp_path, "specs", "check", "--dir", str(altered))
+
+    assert good.returncode == 0, good.stderr
+    assert bad.returncode == 1, bad.stderr
+    assert "hot_memory_mutation.md" in bad.stderr
+    assert "stale" in bad.stderr
+
+
+# -- the installed console script --------------------------------------------------------
+
+
+def test_console_script(tmp_path: Path) -> None:
+    [entry] = [
+        e
+        for e in importlib.metadata.entry_points(group="console_scripts")
+        if e.name == "mnemon-sm"
+    ]
+    assert entry.value == "mnemon_sm.cli:main"
+    script = Path(sys.executable).parent / "mnemon-sm"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "mnemon_sm.cli"]
+    root = tmp_path / "R"
+    proc = run_cli(
+        tmp_path, "--root", str(root), "hot", "add", "--target", "user", FACT, command=command
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["added"] == FACT
+    assert (root / "runtime" / "USER.md").read_bytes() == f"{FACT}\n".encode()

@@ -1,0 +1,461 @@
+"""What only the real adapters promise: modes, symlinks, path rules, temp clean-up, racy
+stamps and a failing rename; plus the fault injector's two effect-bearing fault kinds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.errors import CorruptStore, MnemonError, StorageError
+from mnemon_sm.ports import TEMP_NAME
+from mnemon_sm.ports import real as real_module
+from mnemon_sm.ports.real import RealFiles, RealLocks
+from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
+from mnemon_sm.testing.memory import memory_ports
+
+LOCK = "runtime/.memories.lock"
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path, follow_symlinks=False).st_mode)
+
+
+@pytest.fixture
+def umask_zero() -> Iterator[None]:
+    """Modes must come from the library, not from a restrictive umask."""
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+# -- modes -------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("umask_zero")
+def test_files_are_0600_and_runtime_is_0700(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    with MemoryRoot.open(root) as opened:
+        opened.hot.add("user", "User prefers concise replies")
+    runtime = root / "runtime"
+    assert mode(runtime) == 0o700
+    for name in ("memories.json", "USER.md", "MEMORY.md", ".memories.lock"):
+        assert (runtime / name).is_file()
+        assert mode(runtime / name) == 0o600, name
+
+
+@pytest.mark.usefixtures("umask_zero")
+def test_runtime_dir_recreated_by_a_mutation_is_0700(tmp_path: Path) -> None:
+    """If runtime/ disappears under an open root, the next commit must not recreate it with
+    looser permissions than the opener would."""
+    root = tmp_path / "root"
+    with MemoryRoot.open(root) as opened:
+        opened.hot.add("user", "first")
+        shutil.rmtree(root / "runtime")
+        opened.hot.add("user", "second")
+    assert (root / "runtime" / "USER.md").read_bytes() == b"second\n"
+    assert mode(root / "runtime") == 0o700
+
+
+# -- symlinks ----------------------------------------------------------------------------
+
+
+def _outside(tmp_path: Path, data: bytes) -> Path:
+    target = tmp_path / "outside" / "precious.txt"
+    target.parent.mkdir()
+    target.write_bytes(data)
+    target.chmod(0o644)
+    return target
+
+
+def test_symlinked_lock_file_is_refused_on_an_open_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    outside = _outside(tmp_path, b"do not truncate me")
+    opened = MemoryRoot.open(root)
+    opened.hot.add("user", "before the symlink")
+    source = (root / "runtime" / "memories.json").read_bytes()
+    lock = root / "runtime" / ".memories.lock"
+    lock.unlink()
+    lock.symlink_to(outside)
+
+    with pytest.raises(StorageError):
+        opened.hot.add("user", "after the symlink")
+
+    assert outside.read_bytes() == b"do not truncate me"
+    assert mode(outside) == 0o644
+    assert lock.is_symlink()
+    assert (root / "runtime" / "memories.json").read_bytes() == source
+    opened.close()
+
+
+def test_symlinked_lock_file_is_refused_when_opening(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    outside = _outside(tmp_path, b"do not truncate me")
+    MemoryRoot.open(root).close()
+    lock = root / "runtime" / ".memories.lock"
+    lock.unlink()
+    lock.symlink_to(outside)
+
+    with pytest.raises(StorageError):
+        MemoryRoot.open(root)
+
+    assert outside.read_bytes() == b"do not truncate me"
+    assert mode(outside) == 0o644
+
+
+def test_real_locks_refuse_a_symlink(tmp_path: Path) -> None:
+    outside = _outside(tmp_path, b"keep")
+    (tmp_path / "runtime").mkdir()
+    (tmp_path / "runtime" / ".memories.lock").symlink_to(outside)
+    with pytest.raises(StorageError, match="symbolic link"):
+        RealLocks(tmp_path).acquire(LOCK, 100)
+    assert outside.read_bytes() == b"keep"
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [
+        pytest.param(lambda r: r.hot.add("user", "new"), id="add"),
+        pytest.param(lambda r: r.hot.remove("user", "first"), id="remove"),
+        pytest.param(lambda r: r.hot.snapshot(), id="snapshot"),
+        pytest.param(lambda r: r.context.runtime_memory(), id="context"),
+    ],
+)
+def test_symlinked_source_is_refused(
+    tmp_path: Path, operation: Callable[[MemoryRoot], object]
+) -> None:
+    root = tmp_path / "root"
+    opened = MemoryRoot.open(root)
+    opened.hot.add("user", "first")
+    source = root / "runtime" / "memories.json"
+    outside = _outside(tmp_path, source.read_bytes())
+    original = outside.read_bytes()
+    source.unlink()
+    source.symlink_to(outside)
+
+    with pytest.raises(MnemonError) as caught:
+        operation(opened)
+    assert isinstance(caught.value, StorageError | CorruptStore)
+    with pytest.raises(MnemonError) as reopening:
+        MemoryRoot.open(root).hot.add("user", "again")
+    assert isinstance(reopening.value, StorageError | CorruptStore)
+
+    assert outside.read_bytes() == original
+    assert mode(outside) == 0o644
+    assert source.is_symlink()
+    opened.close()
+
+
+# -- path rules --------------------------------------------------------------------------
+
+BAD_PATHS = ["../escape", "runtime/../../escape", "runtime/..", "..", "/etc/passwd", "a//b", ""]
+
+
+@pytest.mark.parametrize("bad", BAD_PATHS)
+def test_paths_outside_the_root_are_refused(tmp_path: Path, bad: str) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    files = RealFiles(root)
+    files.ensure_dir("runtime")
+    (root / "runtime" / "x").write_bytes(b"x")
+    calls: list[Callable[[], object]] = [
+        lambda: files.read(bad),
+        lambda: files.read_if_changed(bad, None),
+        lambda: files.rename("runtime/x", bad),
+        lambda: files.remove(bad),
+    ]
+    if bad:  # "" means the root itself for these three
+        calls += [lambda: files.ensure_dir(bad), lambda: files.list(bad), lambda: files.fsync(bad)]
+    for call in calls:
+        with pytest.raises(StorageError, match="outside the storage root"):
+            call()
+    if bad:
+        with pytest.raises(StorageError, match="outside the storage root"):
+            RealLocks(root).acquire(bad, 100)
+    assert (root / "runtime" / "x").read_bytes() == b"x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+    assert os.listdir(root) == ["runtime"]
+    assert os.listdir(root / "runtime") == ["x"]
+
+
+@pytest.mark.parametrize("bad", [*BAD_PATHS, ".", "runtime/.", "/abs"])
+def test_write_temp_refuses_a_bad_target_path(tmp_path: Path, bad: str) -> None:
+    """The temp file's own name is harmless, but its target must obey the path rules too
+    (as MemoryFiles.write_temp and every other RealFiles method do)."""
+    files = RealFiles(tmp_path)
+    files.ensure_dir("runtime")
+    with pytest.raises(StorageError, match="outside the storage root"):
+        files.write_temp(bad, b"data")
+    assert os.listdir(tmp_path) == ["runtime"]
+    assert os.listdir(tmp_path / "runtime") == []
+
+
+# -- stale temp files --------------------------------------------------------------------
+
+
+def test_opening_removes_stale_temp_files_only(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    with MemoryRoot.open(root) as opened:
+        opened.hot.add("memory", "kept fact")
+    runtime = root / "runtime"
+    stale = [".memories.json.123.456.abc.tmp", ".USER.md.99.1786608000000.0.tmp"]
+    kept = [
+        ".keep",
+        ".notes.tmp",
+        ".USER.md.12.34.xyz.tmp",  # not hex
+        "memories.json.1.2.a.tmp",  # no leading dot
+        ".memories.json.1.2.a.tmp.bak",
+    ]
+    for name in stale + kept:
+        (runtime / name).write_bytes(b"leftover " + name.encode())
+    assert all(TEMP_NAME.match(n) for n in stale)
+    assert not any(TEMP_NAME.match(n) for n in kept)
+    before = {n: (runtime / n).read_bytes() for n in kept}
+
+    MemoryRoot.open(root).close()
+
+    names = set(os.listdir(runtime))
+    assert not names & set(stale)
+    assert {n: (runtime / n).read_bytes() for n in kept} == before
+    assert {"memories.json", "USER.md", "MEMORY.md", ".memories.lock"} <= names
+    assert (runtime / "MEMORY.md").read_bytes() == b"kept fact\n"
+
+
+# -- read_if_changed and the racy window -------------------------------------------------
+
+
+class CoarseOs:
+    """``os`` as real.py sees it on a file system whose timestamps tick every ``tick_ns``."""
+
+    def __init__(self, tick_ns: int) -> None:
+        self.tick_ns = tick_ns
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+    def _coarse(self, st: os.stat_result) -> SimpleNamespace:
+        tick = self.tick_ns
+        return SimpleNamespace(
+            st_mode=st.st_mode, st_dev=st.st_dev, st_ino=st.st_ino, st_size=st.st_size,
+            st_mtime_ns=st.st_mtime_ns // tick * tick, st_ctime_ns=st.st_ctime_ns // tick * tick,
+        )  # fmt: skip
+
+    def stat(self, path: str, *, follow_symlinks: bool = True) -> SimpleNamespace:
+        return self._coarse(os.stat(path, follow_symlinks=follow_symlinks))
+
+    def fstat(self, fd: int) -> SimpleNamespace:
+        return self._coarse(os.fstat(fd))
+
+
+@pytest.mark.parametrize("coarse", [False, True], ids=["real-times", "50ms-ticks"])
+def test_read_if_changed_rereads_a_same_size_rewrite_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, coarse: bool
+) -> None:
+    """Same inode, same size, written within one timestamp tick: only the racy-window rule
+    can tell the two versions apart."""
+    if coarse:
+        monkeypatch.setattr(real_module, "os", CoarseOs(50_000_000))
+    files = RealFiles(tmp_path)
+    files.ensure_dir("runtime")
+    path = tmp_path / "runtime" / "data"
+    for round_ in range(20):
+        first, second = b"A%03d" % round_, b"B%03d" % round_
+        path.write_bytes(first)
+        stamp, data = files.read_if_changed("runtime/data", None)
+        assert data == first
+        with open(path, "r+b") as fh:
+            fh.write(second)
+        again, data = files.read_if_changed("runtime/data", stamp)
+        assert data == second, f"round {round_}: a changed file was reported unchanged"
+        assert again is not None
+
+
+def test_read_if_changed_on_a_one_second_timestamp_file_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ext3, HFS+ and many network mounts keep whole seconds (FAT: two). A same-size rewrite
+    in the same second, more than 100 ms after the second began, leaves every stamp field
+    equal; the adapter must still not call the file unchanged."""
+    monkeypatch.setattr(real_module, "os", CoarseOs(1_000_000_000))
+    files = RealFiles(tmp_path)
+    files.ensure_dir("runtime")
+    path = tmp_path / "runtime" / "data"
+    while not 200_000_000 <= time.time_ns() % 1_000_000_000 <= 600_000_000:
+        time.sleep(0.01)
+    path.write_bytes(b"AAAA")
+    stamp, data = files.read_if_changed("runtime/data", None)
+    assert data == b"AAAA"
+    with open(path, "r+b") as fh:
+        fh.write(b"BBBB")
+    _, data = files.read_if_changed("runtime/data", stamp)
+    assert data == b"BBBB", "a changed file was reported unchanged"
+
+
+def test_read_if_changed_rereads_a_same_size_replacement(tmp_path: Path) -> None:
+    files = RealFiles(tmp_path)
+    files.ensure_dir("runtime")
+    for round_ in range(20):
+        contents = [b"first-%03d" % round_, b"other-%03d" % round_]
+        stamp = None
+        for expected in contents:
+            temp = files.write_temp("runtime/data", expected)
+            files.rename(temp, "runtime/data")
+            stamp, data = files.read_if_changed("runtime/data", stamp)
+            assert data == expected, f"round {round_}"
+
+
+def test_read_if_changed_trusts_only_old_stamps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(real_module, "_RACY_WINDOW_NS", 100_000_000)  # keep the test short
+    files = RealFiles(tmp_path)
+    files.ensure_dir("runtime")
+    path = tmp_path / "runtime" / "data"
+    path.write_bytes(b"settled")
+    time.sleep(0.15)  # beyond the racy window
+    stamp, data = files.read_if_changed("runtime/data", None)
+    assert data == b"settled"
+    assert files.read_if_changed("runtime/data", stamp) == (stamp, None)
+
+    mtime = os.stat(path).st_mtime_ns
+    with open(path, "r+b") as fh:
+        fh.write(b"SETTLED")
+    os.utime(path, ns=(mtime, mtime))  # same size and mtime: only ctime tells
+    _, data = files.read_if_changed("runtime/data", stamp)
+    assert data == b"SETTLED"
+
+
+# -- a failing os.replace ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("failing_call", "what"), [(1, "projection"), (2, "source")])
+def test_failed_rename_changes_no_source_and_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_call: int, what: str
+) -> None:
+    root = tmp_path / "root"
+    runtime = root / "runtime"
+    opened = MemoryRoot.open(root, Config(durability="full"))
+    opened.hot.add("user", "first")
+    source = (runtime / "memories.json").read_bytes()
+    user_md = (runtime / "USER.md").read_bytes()
+
+    original = os.replace
+    calls: list[str] = []
+
+    def replace_failing_once(src: str, dst: str) -> None:
+        calls.append(dst)
+        if len(calls) == failing_call:
+            raise OSError(5, "Input/output error")
+        original(src, dst)
+
+    monkeypatch.setattr(real_module.os, "replace", replace_failing_once)
+    with pytest.raises(StorageError) as caught:
+        opened.hot.add("user", "second")
+    monkeypatch.setattr(real_module.os, "replace", original)
+
+    assert isinstance(caught.value.__cause__, OSError)
+    assert calls[-1].endswith("USER.md" if what == "projection" else "memories.json")
+    assert (runtime / "memories.json").read_bytes() == source
+    assert not [n for n in os.listdir(runtime) if TEMP_NAME.match(n)]
+    RealLocks(root).acquire(LOCK, 100)  # the lock was released
+    RealLocks(root).release(LOCK)
+
+    # The unacknowledged entry is nowhere visible, and the projection is repaired.
+    assert [e.content for e in opened.hot.snapshot().entries] == ["first"]
+    assert "second" not in opened.context.runtime_memory()
+    assert (runtime / "USER.md").read_bytes() == user_md
+
+    receipt = opened.hot.add("user", "third")
+    assert receipt.success
+    assert receipt.entry_count == 2
+    assert (runtime / "USER.md").read_bytes() == "first\n§\nthird\n".encode()
+    assert [e.content for e in MemoryRoot.open(root).hot.snapshot().entries] == ["first", "third"]
+    opened.close()
+
+
+# -- the fault injector (memory fakes) ---------------------------------------------------
+
+
+def test_fail_fault_raises_the_given_error_without_effect() -> None:
+    inner, _ = memory_ports()
+    boom = StorageError("disk on fire")
+    injector = FaultInjector([Fault(1, "fail", boom), Fault(3, "fail")])
+    ports = faulty_ports(inner, injector)
+    ports.files.ensure_dir("runtime")  # call 0
+
+    with pytest.raises(StorageError) as caught:
+        ports.files.write_temp("runtime/a", b"data")  # call 1
+    assert caught.value is boom
+    assert inner.files.list("runtime") == ()  # type: ignore[attr-defined]
+
+    temp = ports.files.write_temp("runtime/a", b"data")  # call 2: no fault, still alive
+    with pytest.raises(StorageError, match="injected"):
+        ports.files.rename(temp, "runtime/a")  # call 3: default error
+    assert inner.files.read("runtime/a") is None
+    assert inner.files.read(temp) == b"data"
+    assert not injector.crashed
+    ports.files.rename(temp, "runtime/a")  # call 4
+    assert inner.files.read("runtime/a") == b"data"
+    assert injector.names == [
+        "files.ensure_dir", "files.write_temp", "files.write_temp", "files.rename",
+        "files.rename",
+    ]  # fmt: skip
+
+
+def test_crash_after_applies_the_effect_then_crashes() -> None:
+    inner, _ = memory_ports()
+    inner.files.put("runtime/a", b"old")  # type: ignore[attr-defined]
+    temp = inner.files.write_temp("runtime/a", b"new")
+    injector = FaultInjector([Fault(0, "crash_after")])
+    ports = faulty_ports(inner, injector)
+
+    with pytest.raises(SimulatedCrash):
+        ports.files.rename(temp, "runtime/a")
+    assert not issubclass(SimulatedCrash, Exception)
+    assert inner.files.read("runtime/a") == b"new"
+    assert inner.files.read(temp) is None
+    assert injector.crashed
+
+    with pytest.raises(SimulatedCrash):  # a dead process makes no more calls
+        ports.files.remove("runtime/a")
+    assert inner.files.read("runtime/a") == b"new"
+
+
+def test_crash_before_has_no_effect() -> None:
+    inner, _ = memory_ports()
+    inner.files.put("runtime/a", b"old")  # type: ignore[attr-defined]
+    temp = inner.files.write_temp("runtime/a", b"new")
+    ports = faulty_ports(inner, FaultInjector([Fault(0, "crash_before")]))
+    with pytest.raises(SimulatedCrash):
+        ports.files.rename(temp, "runtime/a")
+    assert inner.files.read("runtime/a") == b"old"
+    assert inner.files.read(temp) == b"new"
+
+
+def test_crash_after_the_source_rename_keeps_the_commit() -> None:
+    """A crash after the commit point loses only the acknowledgement, not the entry."""
+    inner, _ = memory_ports()
+    MemoryRoot.open("/unused", ports=inner).hot.add("user", "first")
+    probe = FaultInjector()
+    MemoryRoot.open("/unused", ports=faulty_ports(inner, probe)).hot.add("user", "probe")
+    renames = [i for i, n in enumerate(probe.names) if n == "files.rename"]
+    inner.locks.release_all()  # type: ignore[attr-defined]
+
+    # Same sequence of calls again, crashing right after the last rename (the source).
+    crashing = FaultInjector([Fault(renames[-1], "crash_after")])
+    with pytest.raises(SimulatedCrash):
+        MemoryRoot.open("/unused", ports=faulty_ports(inner, crashing)).hot.add("user", "second")
+    inner.locks.release_all()  # type: ignore[attr-defined]
+
+    reopened = MemoryRoot.open("/unused", ports=inner)
+    assert [e.content for e in reopened.hot.snapshot().entries] == ["first", "probe", "second"]
+    assert inner.files.read("runtime/USER.md") == "first\n§\nprobe\n§\nsecond\n".encode()
