@@ -15,6 +15,12 @@ from typing import Any, TypeVar
 
 import attrs
 import cattrs
+from cattrs.cols import (
+    is_mapping,
+    is_sequence,
+    list_structure_factory,
+    mapping_structure_factory,
+)
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.v import transform_error
 
@@ -34,6 +40,11 @@ class StructureFailed(Exception):
 def _strict_str(value: Any, _: type) -> str:
     if type(value) is not str:
         raise TypeError(f"expected a string, got {type(value).__name__}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("expected valid Unicode text (a lone surrogate)") from None
     return value
 
 
@@ -55,12 +66,35 @@ def _strict_float(value: Any, _: type) -> float:
     return float(value)
 
 
+def _exact(kind: type, name: str, factory: Any) -> Any:
+    """Wrap a cattrs collection hook factory so only ``kind`` itself is accepted (cattrs
+    would turn ``{}`` or ``""`` into an empty list, or a list of pairs into a dict)."""
+
+    def make(t: Any, conv: cattrs.Converter) -> Any:
+        base = factory(t, conv)
+
+        def hook(value: Any, target: Any) -> Any:
+            if type(value) is not kind:
+                raise TypeError(f"expected {name}, got {type(value).__name__}")
+            return base(value, target)
+
+        return hook
+
+    return make
+
+
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(bool, _strict_bool)
     conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook_factory(
+        is_sequence, _exact(list, "an array", list_structure_factory)
+    )
+    conv.register_structure_hook_factory(
+        is_mapping, _exact(dict, "an object", mapping_structure_factory)
+    )
     return conv
 
 

@@ -23,7 +23,7 @@ from .config import Config
 from .errors import StorageError
 from .hot.context_text import ROUTING_GUIDANCE, render_runtime_memory
 from .hot.flow import HotMutationFlow
-from .hot.model import LOCK_NAME, SOURCE_PATH, TARGETS, HotEntry, HotStore
+from .hot.model import LOCK_NAME, SOURCE_PATH, TARGETS, HotEntry, HotStore, projection_path
 from .hot.rules import Receipt
 from .hot.store import SourceCache, repair_projections
 from .ports import Ports
@@ -84,23 +84,37 @@ class _Shared:
             self.cache.stamp = stamp
         return store
 
-    def verify_projections(self) -> None:
-        """Repair the projections under the lock unless already verified for this source.
+    def verify_projections(self, store: HotStore) -> None:
+        """Repair the projections unless each provably still matches ``store``.
 
-        A lock that cannot be taken only postpones the repair to the next call: rendering
-        context must not fail because another writer is busy.
+        A projection verified before is only stat'ed; one that changed (a hand edit, a writer
+        that crashed between its projection and its commit) is compared and, if wrong,
+        repaired under the lock. A lock that cannot be taken postpones the repair to the next
+        call: rendering context must not fail because another writer is busy.
         """
-        if self.cache.projections_verified:
-            return
+        files, stamps = self.ports.files, self.cache.projection_stamps
+        stale = False
+        for target in TARGETS:
+            stamp, data = files.read_if_changed(projection_path(target), stamps.get(target))
+            if stamp is None:
+                stale = True
+            elif data is None:
+                continue  # unchanged since it was verified
+            elif data == store.projection(target):
+                stamps[target] = stamp
+            else:
+                stale = True
+        if stale:
+            self._repair()
+
+    def _repair(self) -> None:
         files, locks = self.ports.files, self.ports.locks
         try:
             locks.acquire(LOCK_NAME, self.config.lock_timeout_ms)
         except StorageError:
             return
         try:
-            store = self.cache.load(files.read(SOURCE_PATH))
-            repair_projections(files, store)
-            self.cache.projections_verified = True
+            repair_projections(files, self.cache.load(files.read(SOURCE_PATH)))
         except StorageError:
             pass
         finally:
@@ -174,7 +188,7 @@ class Context:
         shared = self._shared
         with shared.mutex:
             store = shared.current()
-            shared.verify_projections()
+            shared.verify_projections(store)
             cfg = shared.config
             return render_runtime_memory(store, cfg.user_limit, cfg.memory_limit)
 

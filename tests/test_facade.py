@@ -126,7 +126,14 @@ def test_rendering_an_unchanged_store_takes_no_lock_and_reads_nothing_cached() -
     log.clear()
     for _ in range(3):
         assert r.context.runtime_memory() is first
-    assert log.names() == ["files.read_if_changed"] * 3
+    # the source and both projections are stat'ed (the fake compares versions); nothing is
+    # read, parsed or locked
+    assert log.names() == ["files.read_if_changed"] * 9
+    assert {c.args[0] for c in log.calls} == {
+        "runtime/memories.json",
+        "runtime/USER.md",
+        "runtime/MEMORY.md",
+    }
 
 
 def test_rendering_repairs_projections_after_another_writer(tmp_path: Path) -> None:
@@ -141,6 +148,15 @@ def test_rendering_repairs_projections_after_another_writer(tmp_path: Path) -> N
     assert ports.files.files["runtime/MEMORY.md"] == b"from the other writer\n"
     assert "locks.acquire" in log.names()
     assert not ports.locks.held
+
+
+def test_rendering_repairs_a_hand_edited_projection(tmp_path: Path) -> None:
+    r = MemoryRoot.open(tmp_path)
+    r.hot.add("user", "the real fact")
+    r.context.runtime_memory()
+    (tmp_path / "runtime" / "USER.md").write_bytes(b"edited by hand\n")
+    assert "the real fact" in r.context.runtime_memory()
+    assert (tmp_path / "runtime" / "USER.md").read_bytes() == b"the real fact\n"
 
 
 def test_rendering_still_answers_while_another_process_holds_the_lock() -> None:

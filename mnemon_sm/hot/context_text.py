@@ -69,7 +69,7 @@ def _quote(text: str) -> str:
 
 
 def _file_block(name: str, label: str, text: str, used: int, limit: int) -> str:
-    body = _quote(text.rstrip()) if text.strip() else "(empty)"
+    body = _quote(text) if text else "(empty)"  # entries are normalized: nothing to trim
     return (
         f"Contents of {name} ({label}; {used}/{limit} UTF-8 bytes)\n"
         f'<runtime-memory-file name="{name}">\n{body}\n</runtime-memory-file>\n'

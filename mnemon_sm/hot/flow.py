@@ -52,7 +52,11 @@ class HotMutationFlow:
         self._failure: MnemonError | None = None
         self._locked = False
         self.last_commit: tuple[bytes | None, bytes] | None = None  # (before, after) bytes
-        self._machine: Machine = start(FLOW, self)
+        try:
+            self._machine: Machine = start(FLOW, self)
+        finally:
+            if self._locked:  # an unexpected error or a failed release inside opening
+                self.release_lock()
         if self._failure is not None and self.state == "closed":
             raise self._failure
 
@@ -68,7 +72,7 @@ class HotMutationFlow:
         try:
             send(self._machine, FLOW, action, request={"action": action, **fields})
         finally:
-            if self._locked:  # only after an unexpected exception inside the pipeline
+            if self._locked:  # after a failed release or an unexpected exception
                 self.release_lock()
         outcome, failure = self._outcome, self._failure
         self._mutation = self._store = self._outcome = self._failure = None
@@ -103,6 +107,8 @@ class HotMutationFlow:
         self._attempt(self.ports.files.ensure_dir, RUNTIME_DIR)
 
     def acquire_lock(self) -> None:
+        if self._locked:  # a release failed earlier: try it again first
+            self.release_lock()
         if self._undecided():
             self._attempt(self.ports.locks.acquire, LOCK_NAME, self.config.lock_timeout_ms)
             self._locked = self._failure is None
@@ -118,7 +124,6 @@ class HotMutationFlow:
     def repair_projections(self) -> None:
         if self._undecided() and self._store is not None:
             self._attempt(repair_projections, self.ports.files, self._store)
-            self.cache.projections_verified = self._failure is None
 
     def apply_rules(self) -> None:
         if self._undecided():
@@ -140,13 +145,19 @@ class HotMutationFlow:
                 (outcome.target,),
             )
             if data is not None:
-                self.cache.remember(data, outcome.store)
+                self.cache.remember(data, outcome.store, outcome.target)
                 self.last_commit = (self._base, data)
 
     def release_lock(self) -> None:
+        """Release the lock; a failed release keeps it marked held, so it is retried on the
+        way out of the operation and before the next acquire."""
         if self._locked:
+            try:
+                self.ports.locks.release(LOCK_NAME)
+            except StorageError as exc:
+                self._failure = self._failure or exc
+                return
             self._locked = False
-            self._attempt(self.ports.locks.release, LOCK_NAME)
 
     def report_outcome(self, machine: Machine) -> None:
         """Raise the internal event of a non-commit outcome (a commit raises nothing)."""

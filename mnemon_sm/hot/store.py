@@ -39,38 +39,32 @@ _MISSING = b"\x00missing"  # cache key of an absent source (no real file has the
 
 @attrs.define
 class SourceCache:
-    """The last ``memories.json`` bytes seen, their parse, and whether projections match."""
+    """The last ``memories.json`` bytes seen and their parse, plus, per projection, the stamp
+    it had when it was last seen to match that source (absent: not verified)."""
 
     data: bytes | None = _MISSING
     store: HotStore = attrs.Factory(HotStore)
     stamp: Stamp | None = None
-    projections_verified: bool = False
+    projection_stamps: dict[str, Stamp] = attrs.Factory(dict)
 
     def load(self, data: bytes | None) -> HotStore:
         """Parse ``data`` unless it equals the bytes already parsed (raises CorruptStore)."""
         key = _MISSING if data is None else data
         if key != self.data:
             store = parse_source(data)
-            self.data, self.store, self.projections_verified = key, store, False
-            self.stamp = None
+            self.data, self.store, self.stamp = key, store, None
+            self.projection_stamps.clear()
         return self.store
 
-    def remember(self, data: bytes, store: HotStore) -> None:
-        """Record what a commit just wrote.
-
-        A commit rewrites the projections that changed, so projections verified before it
-        are still verified after it; unverified ones stay unverified.
-        """
+    def remember(self, data: bytes, store: HotStore, changed: str) -> None:
+        """Record what a commit just wrote; only the ``changed`` projection was rewritten."""
         self.data, self.store, self.stamp = data, store, None
+        self.projection_stamps.pop(changed, None)
 
     def forget(self) -> None:
         """Drop everything (after a failed commit, so the next reader checks the disk)."""
-        self.data, self.store, self.stamp, self.projections_verified = (
-            _MISSING,
-            HotStore(),
-            None,
-            False,
-        )
+        self.data, self.store, self.stamp = _MISSING, HotStore(), None
+        self.projection_stamps.clear()
 
 
 def clear_stale_temps(files: Files) -> int:

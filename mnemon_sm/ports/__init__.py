@@ -88,7 +88,8 @@ class Files(Protocol):
         ...
 
     def ensure_dir(self, directory: str) -> None:
-        """Create ``directory`` (and parents) with mode 0700 if missing."""
+        """Create ``directory`` (and parents) with mode 0700 if missing; a directory created
+        here is durable when the call returns (its parent was fsynced)."""
         ...
 
 

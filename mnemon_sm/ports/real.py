@@ -169,14 +169,22 @@ class RealFiles:
 
 def _makedirs_private(path: str) -> None:
     """``os.makedirs`` that creates every missing component with mode 0700 (``makedirs``
-    applies its mode to the last component only)."""
+    applies its mode to the last component only) and fsyncs the parent of each one it
+    creates, so a new directory survives a power loss like the files later put in it."""
     if os.path.isdir(path):
         return
     parent = os.path.dirname(path)
     if parent and parent != path:
         _makedirs_private(parent)
-    with contextlib.suppress(FileExistsError):
+    try:
         os.mkdir(path, 0o700)
+    except FileExistsError:
+        return
+    fd = os.open(parent or ".", os.O_RDONLY | _CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _stamp(st: os.stat_result) -> Stamp:

@@ -7,7 +7,9 @@ once, and :class:`FakeClock` only moves when told to.
 
 ``MemoryFiles`` can also model a power loss: with ``track_durability=True`` it remembers
 what reached stable storage (file contents after ``fsync`` of the file, directory entries after
-``fsync`` of the directory) and :meth:`MemoryFiles.lose_power` reverts everything else.
+``fsync`` of the directory; directories made by ``ensure_dir`` are durable at once, as the
+port promises) and :meth:`MemoryFiles.lose_power` reverts everything else. Lost data comes
+back empty, never torn: the model checks ordering, not partial writes.
 """
 
 from __future__ import annotations
@@ -175,8 +177,9 @@ class MemoryFiles:
             self._contents.setdefault(version, b"")  # created empty; data not yet durable
 
     def put(self, path: str, data: bytes) -> None:
-        """Create or overwrite a file directly (test setup; not recorded)."""
-        self.ensure_dir(_parent(path)) if _parent(path) else None
+        """Create or overwrite a file directly (test setup; not recorded; durable)."""
+        parts = path.split("/")[:-1]
+        self.dirs.update("/".join(parts[: i + 1]) for i in range(len(parts)))
         self._put(path, data)
         if self.track_durability:
             self._contents[self._versions[path]] = data
@@ -189,7 +192,12 @@ class MemoryFiles:
         self.files = {
             name: self._contents.get(version, b"") for name, version in self.durable_names.items()
         }
-        self._versions = dict(self.durable_names)
+        # Every file gets a new version: a stamp taken before the power loss must never
+        # match what is there afterwards, whose content may differ.
+        self._versions = {name: next(self._counter) for name in self.files}
+        self.durable_names = dict(self._versions)
+        for name, version in self._versions.items():
+            self._contents[version] = self.files[name]
         self.modes = {name: 0o600 for name in self.files}
 
 
