@@ -147,6 +147,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     run: Callable[[argparse.Namespace], None] = args.run
     try:
         run(args)
+    except BrokenPipeError:  # stdout closed early (`mnemon-sm demo | head`): not our error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(EXIT_REJECTED) from None
     except MnemonError as exc:
         print(json.dumps({"error": exc.to_json()}, ensure_ascii=False), file=sys.stderr)
         raise SystemExit(

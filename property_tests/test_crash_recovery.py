@@ -145,16 +145,12 @@ class Scenario:
 
 def perform(root: MemoryRoot, op: Op) -> object:
     """Run one operation; the receipt, the rendered text, or the typed error raised."""
-    try:
-        if op is None:
+    if op is None:
+        try:
             return root.context.runtime_memory()
-        if op.action == "add":
-            return root.hot.add(op.target, op.content, op.importance)  # type: ignore[arg-type]
-        if op.action == "replace":
-            return root.hot.replace(op.target, op.old_text, op.content, op.importance)  # type: ignore[arg-type]
-        return root.hot.remove(op.target, op.old_text)  # type: ignore[arg-type]
-    except MnemonError as exc:
-        return exc
+        except MnemonError as exc:
+            return exc
+    return op.send(root.hot)
 
 
 def expect(prediction: Prediction | None, outcome: object, where: str) -> None:

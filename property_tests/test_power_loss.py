@@ -16,7 +16,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from mnemon_sm.config import Config
-from mnemon_sm.errors import CorruptStore, MnemonError
+from mnemon_sm.errors import CorruptStore
 from mnemon_sm.hot.invariants import check
 from mnemon_sm.hot.model import RUNTIME_DIR, SOURCE_PATH, parse_source
 from mnemon_sm.ports import TEMP_NAME, Ports
@@ -39,17 +39,6 @@ def durable_ports() -> tuple[Ports, MemoryFiles, MemoryLocks]:
     ports, _ = memory_ports(track_durability=True)
     assert isinstance(ports.files, MemoryFiles) and isinstance(ports.locks, MemoryLocks)
     return ports, ports.files, ports.locks
-
-
-def perform(root: MemoryRoot, op: MutationRequest) -> object:
-    try:
-        if op.action == "add":
-            return root.hot.add(op.target, op.content, op.importance)  # type: ignore[arg-type]
-        if op.action == "replace":
-            return root.hot.replace(op.target, op.old_text, op.content, op.importance)  # type: ignore[arg-type]
-        return root.hot.remove(op.target, op.old_text)  # type: ignore[arg-type]
-    except MnemonError as exc:
-        return exc
 
 
 def on_disk(files: MemoryFiles) -> tuple[Entry, ...]:
@@ -96,7 +85,7 @@ def test_full_durability_keeps_every_acknowledged_mutation(
     root = MemoryRoot.open(PATH, FULL, ports=ports)
     for i, op in enumerate(run):
         prediction = model.predict(**op.kwargs())
-        problem = mismatch(prediction, perform(root, op))
+        problem = mismatch(prediction, op.send(root.hot))
         assert problem is None, f"op {i}: {problem}"
         model.apply(prediction)
         if i == len(run) - 1 or data.draw(st.booleans()):
@@ -124,7 +113,7 @@ def test_full_durability_survives_power_loss_at_any_port_call(
     ports, _, _ = durable_ports()
     root = MemoryRoot.open(PATH, FULL, ports=faulty_ports(ports, counter))
     for op in run:
-        perform(root, op)
+        op.send(root.hot)
     for at in range(counter.count + 1):
         ports, files, _ = durable_ports()
         injector = FaultInjector([Fault(at, "crash_before")])
@@ -133,7 +122,7 @@ def test_full_durability_survives_power_loss_at_any_port_call(
             root = MemoryRoot.open(PATH, FULL, ports=faulty_ports(ports, injector))
             opened = True
             for op in run:
-                perform(root, op)
+                op.send(root.hot)
                 done += 1
         except SimulatedCrash:
             pass

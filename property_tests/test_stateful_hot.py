@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from mnemon_sm.config import Config
-from mnemon_sm.errors import CorruptStore, LockTimeout, MnemonError
+from mnemon_sm.errors import CorruptStore, LockTimeout
 from mnemon_sm.hot.context_text import render_runtime_memory
 from mnemon_sm.hot.invariants import check
 from mnemon_sm.hot.model import (
@@ -42,7 +42,7 @@ from mnemon_sm.hot.model import (
 from mnemon_sm.ports.real import RealFiles, RealLocks, real_ports
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
-from mnemon_sm.testing.strategies import MutationRequest, hot_stores, mutation_requests
+from mnemon_sm.testing.strategies import hot_stores, mutation_requests
 from property_tests.model import TARGETS, HotModel, entries_of, mismatch
 
 UNTOUCHED = "INV-HOT-4"  # a rejected request leaves every file under runtime/ byte-identical
@@ -94,22 +94,6 @@ def context_problems(
     return problems
 
 
-def call(root: MemoryRoot, request: MutationRequest) -> object:
-    """Send one request through the facade; the receipt or the typed error raised."""
-    hot = root.hot
-    target, content, old, importance = (
-        request.target, request.content, request.old_text, request.importance,
-    )  # fmt: skip
-    try:
-        if request.action == "add":
-            return hot.add(target, content, importance)  # type: ignore[arg-type]
-        if request.action == "replace":
-            return hot.replace(target, old, content, importance)  # type: ignore[arg-type]
-        return hot.remove(target, old)  # type: ignore[arg-type]
-    except MnemonError as exc:
-        return exc
-
-
 class HotMemoryMachine(RuleBasedStateMachine):
     """One storage root on disk, several ``MemoryRoot`` instances, one reference model."""
 
@@ -157,7 +141,7 @@ class HotMemoryMachine(RuleBasedStateMachine):
         prediction = self.model.predict(**request.kwargs())
         event(f"{request.action}: {prediction.error or prediction.message}")
         before = runtime_files(self.dir)
-        outcome = call(self.root(which), request)
+        outcome = request.send(self.root(which).hot)
         problem = mismatch(prediction, outcome)
         assert problem is None, f"{request}: {problem}"
         if not prediction.writes:

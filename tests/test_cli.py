@@ -482,3 +482,21 @@ def test_console_script(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["added"] == FACT
     assert (root / "runtime" / "USER.md").read_bytes() == f"{FACT}\n".encode()
+
+
+def test_a_reader_that_closes_stdout_early_gets_no_traceback(tmp_path: Path) -> None:
+    """`mnemon-sm demo | head` must not end in a BrokenPipeError traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write of the child now fails with EPIPE
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "mnemon_sm.cli", "demo", "--root", str(tmp_path / "r")],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr

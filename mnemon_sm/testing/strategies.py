@@ -24,11 +24,13 @@ Everything here is deterministic given Hypothesis' choices and does no I/O. Stor
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from ..errors import MnemonError
 from ..hot.model import (
     DELIMITER,
     ENTRY_MAX_BYTES,
@@ -38,7 +40,11 @@ from ..hot.model import (
     HotStore,
     Target,
 )
+from ..hot.rules import Receipt
 from ..text import collapse_whitespace, iso_ms
+
+if TYPE_CHECKING:
+    from ..root import HotMemory
 
 __all__ = [
     "ACTIONS",
@@ -226,6 +232,23 @@ class MutationRequest:
     content: object = None
     old_text: object = None
     importance: object = None
+
+    def send(self, hot: HotMemory) -> Receipt | MnemonError:
+        """Send this request through the facade: the receipt, or the typed error raised."""
+        target, content, old, importance = (
+            self.target,
+            self.content,
+            self.old_text,
+            self.importance,
+        )
+        try:
+            if self.action == "add":
+                return hot.add(target, content, importance)  # type: ignore[arg-type]
+            if self.action == "replace":
+                return hot.replace(target, old, content, importance)  # type: ignore[arg-type]
+            return hot.remove(target, old)  # type: ignore[arg-type]
+        except MnemonError as exc:
+            return exc
 
     def kwargs(self) -> dict[str, object]:
         """Keyword arguments of ``check_request`` / the reference model."""
