@@ -64,6 +64,11 @@ class HotSnapshot:
         return out
 
 
+# Rendering waits at most this long for the lock to repair a projection; a busy lock only
+# postpones the repair to the next render (the text itself comes from the source).
+_REPAIR_WAIT_MS = 100
+
+
 class _Shared:
     """What the facades of one root share: ports, config, the source cache and a mutex."""
 
@@ -110,7 +115,7 @@ class _Shared:
     def _repair(self) -> None:
         files, locks = self.ports.files, self.ports.locks
         try:
-            locks.acquire(LOCK_NAME, self.config.lock_timeout_ms)
+            locks.acquire(LOCK_NAME, min(self.config.lock_timeout_ms, _REPAIR_WAIT_MS))
         except StorageError:
             return
         try:

@@ -6,8 +6,11 @@ The spec decides the order of work; this class only supplies the steps. Opening 
 ``opening``, whose entry actions create the directories, take the lock, remove stale temporary
 files, reload the source and repair the projections. Each mutation is one event (``add``,
 ``replace`` or ``remove``): its validators check the request before anything touches disk, then
-``mutating`` runs the spec's pipeline (lock, reload, check, write projections, write source,
-release) and one outcome edge (committed, unchanged, rejected, failed) returns to ``ready``.
+the pipeline of ``committed`` runs (lock, reload, apply the rules, commit, release, report) --
+as the entry actions when coming from ``ready``, as an internal transition when already there.
+A commit leaves the machine in ``committed``; any other outcome is reported as an internal
+event (``duplicate_found``, ``request_rejected``, ``storage_failed``) whose edge leads to
+``ready``. So the common path is one engine step.
 
 Every pipeline step after the first decided outcome is skipped, and ``release_lock`` always
 runs, so the lock is never left held by an expected failure. Expected failures (a typed
@@ -21,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from ..engine.flow import Machine, send, start, state_of
+from ..engine.flow import Machine, send, start
 from ..errors import CorruptStore, MnemonError, ReadOnly, StorageError
 from ..ports import Ports
 from ..text import iso_ms
@@ -47,11 +50,9 @@ class HotMutationFlow:
         self.state: str | None = None  # the machine writes its state value here
         self._mutation: Mutation | None = None
         self._store: HotStore | None = None
-        self._base: bytes | None = None  # the source bytes the decision was based on
         self._outcome: Commit | Unchanged | Rejected | None = None
         self._failure: MnemonError | None = None
         self._locked = False
-        self.last_commit: tuple[bytes | None, bytes] | None = None  # (before, after) bytes
         try:
             self._machine: Machine = start(FLOW, self)
         finally:
@@ -87,10 +88,6 @@ class HotMutationFlow:
     def close(self) -> None:
         """Enter the final state; every later event raises ``IllegalEvent``."""
         send(self._machine, FLOW, "close")
-
-    @property
-    def machine_state(self) -> str:
-        return state_of(self._machine)
 
     # -- validators ------------------------------------------------------------------------
 
@@ -146,7 +143,6 @@ class HotMutationFlow:
             )
             if data is not None:
                 self.cache.remember(data, outcome.store, outcome.target)
-                self.last_commit = (self._base, data)
 
     def release_lock(self) -> None:
         """Release the lock; a failed release keeps it marked held, so it is retried on the
@@ -181,8 +177,7 @@ class HotMutationFlow:
         return self._failure is None and self._outcome is None
 
     def _reload(self) -> None:
-        self._base = self.ports.files.read(SOURCE_PATH)
-        self._store = self.cache.load(self._base)
+        self._store = self.cache.load(self.ports.files.read(SOURCE_PATH))
 
     def _attempt(self, step: Any, *args: Any) -> Any:
         try:
