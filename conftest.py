@@ -19,30 +19,14 @@ from hypothesis import HealthCheck, settings
 
 from mnemon_sm.testing.coverage import TransitionRecorder
 
+# No deadline anywhere: many tests fsync, and this 2-core machine is noisy.
+_QUIET = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", _QUIET, max_examples=60, stateful_step_count=30)
 settings.register_profile(
-    "dev",
-    max_examples=60,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "ci",
-    max_examples=60,
-    stateful_step_count=30,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "deep",
-    max_examples=2000,
-    stateful_step_count=100,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+    "ci", _QUIET, max_examples=60, stateful_step_count=30,
+    derandomize=True, database=None, print_blob=True,
+)  # fmt: skip
+settings.register_profile("deep", _QUIET, max_examples=2000, stateful_step_count=100)
 _default = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
 
