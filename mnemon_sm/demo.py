@@ -77,7 +77,7 @@ def run_demo(root_dir: Path | None = None, *, out: Callable[[str], object] = pri
 
 def _run(root_dir: Path, out: Callable[[str], object]) -> None:
     out(f"mnemon-sm demo: storage root {root_dir} (embedded: no LLM, no network)")
-    with MemoryRoot.open(root_dir, Config(durability="normal")) as root:
+    with MemoryRoot.open(root_dir, Config()) as root:
         for number, (said, call, step) in enumerate(STEPS, start=1):
             out("")
             out(f"[{number}] {said}")
