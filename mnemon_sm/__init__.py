@@ -11,6 +11,7 @@ from .errors import (
     CorruptStore,
     DuplicateEntry,
     IllegalEvent,
+    InactiveSpace,
     InvalidConfig,
     InvalidInput,
     LockTimeout,
@@ -20,9 +21,16 @@ from .errors import (
     RequestRejected,
     SpecError,
     StorageError,
+    ToolRefused,
+    UnknownInsight,
+    UnknownSpace,
+    WorkerFailed,
 )
 from .hot.rules import Receipt
+from .longterm.api import LongTermMemory
+from .longterm.catalog import Space
 from .root import Context, HotMemory, HotSnapshot, MemoryRoot
+from .workers.port import ToolBox, WorkerRequest, Workers
 
 __version__ = "0.1.0"
 
@@ -36,15 +44,25 @@ __all__ = [
     "HotMemory",
     "HotSnapshot",
     "IllegalEvent",
+    "InactiveSpace",
     "InvalidConfig",
     "InvalidInput",
     "LockTimeout",
+    "LongTermMemory",
     "MemoryRoot",
     "MnemonError",
     "NoMatch",
     "ReadOnly",
     "Receipt",
     "RequestRejected",
+    "Space",
     "SpecError",
     "StorageError",
+    "ToolBox",
+    "ToolRefused",
+    "UnknownInsight",
+    "UnknownSpace",
+    "WorkerFailed",
+    "WorkerRequest",
+    "Workers",
 ]

@@ -20,6 +20,7 @@ from .errors import InvalidConfig
 __all__ = ["Config", "Durability"]
 
 Durability = Literal["full", "normal", "off"]
+LongTermBackend = Literal["auto", "embedded", "mnemon"]
 Mode = Literal["guided", "off"]
 
 # Reference defaults (dsh-mnemon v0.2.15, section 13 of the reference notes).
@@ -33,6 +34,7 @@ LOCK_TIMEOUT_MS = 5_000  # how long a writer waits for the runtime lock
 _LIMIT_RANGE = (256, 1_048_576)
 _IDLE_RANGE = (5_000, 600_000)
 _LOCK_RANGE = (100, 120_000)
+_MNEMON_RANGE = (100, 120_000)  # per Mnemon CLI call, the reference's range
 
 
 def _between(low: int, high: int) -> Any:
@@ -56,6 +58,11 @@ def _one_of(*allowed: str) -> Any:
     return check
 
 
+def _optional_text(_: object, attribute: attrs.Attribute[str | None], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise InvalidConfig(f"{camel_case(attribute.name)} must be a non-empty string")
+
+
 def _flag(_: object, attribute: attrs.Attribute[bool], value: object) -> None:
     if type(value) is not bool:
         raise InvalidConfig(f"{camel_case(attribute.name)} must be true or false, got {value!r}")
@@ -76,6 +83,10 @@ class Config:
         durability: ``full`` fsyncs the source file and its directory on every commit,
             ``normal`` the file only, ``off`` nothing (tests and throwaway roots).
         lock_timeout_ms: how long a writer waits for the runtime lock (100..120000).
+        default_recall_limit: results of a search when the request names no limit (1..50).
+        long_term_store: ``embedded`` (the built-in SQLite store), ``mnemon`` (the Mnemon
+            CLI) or ``auto`` (Mnemon when ``mnemon_path`` is set or ``mnemon`` is on PATH).
+        mnemon_path: the Mnemon executable to use. mnemon_timeout_ms: per CLI call.
     """
 
     recall_mode: Mode = attrs.field(default="guided", validator=_one_of("guided", "off"))
@@ -90,6 +101,12 @@ class Config:
         default="full", validator=_one_of("full", "normal", "off")
     )
     lock_timeout_ms: int = attrs.field(default=LOCK_TIMEOUT_MS, validator=_between(*_LOCK_RANGE))
+    default_recall_limit: int = attrs.field(default=10, validator=_between(1, 50))
+    long_term_store: LongTermBackend = attrs.field(
+        default="auto", validator=_one_of("auto", "embedded", "mnemon")
+    )
+    mnemon_path: str | None = attrs.field(default=None, validator=_optional_text)
+    mnemon_timeout_ms: int = attrs.field(default=10_000, validator=_between(*_MNEMON_RANGE))
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], *, source: str = "config") -> Config:

@@ -129,9 +129,11 @@ def _format_exception(exc: BaseException, _type: type | None) -> str:
 
 def structure(data: Any, cls: type[T], *, root: str = "$") -> T:
     """Structure ``data`` into ``cls`` strictly, or raise :class:`StructureFailed`."""
+    if attrs.has(cls) and type(data) is not dict:
+        raise StructureFailed([f"expected an object, got {type(data).__name__} @ {root}"])
     try:
         return converter.structure(data, cls)
-    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+    except (cattrs.BaseValidationError, ValueError, TypeError, AttributeError) as exc:
         if isinstance(exc, cattrs.BaseValidationError):
             problems = transform_error(exc, path=root, format_exception=_format_exception)
         else:

@@ -11,15 +11,15 @@ import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .config import Config
 from .errors import MnemonError
-from .hot.rules import Receipt
 from .root import MemoryRoot
 
 __all__ = ["run_demo"]
 
-Step = tuple[str, str, Callable[[MemoryRoot], Receipt]]
+Step = tuple[str, str, Callable[[MemoryRoot], Any]]
 
 _LONG_NOTE = "Verbatim meeting transcript: " + "blah " * 900  # ~4.5 KB, more than USER.md holds
 
@@ -62,6 +62,31 @@ STEPS: list[Step] = [
         "User: You can forget the pnpm workspaces note.",
         "hot.remove(memory, old_text='workspaces')",
         lambda r: r.hot.remove("memory", "workspaces"),
+    ),
+    (
+        "User: Remember for the long run: the deploy script lives in tools/deploy.sh.",
+        "long_term.remember (write worker; the first space of a root is 'default')",
+        lambda r: r.long_term.remember(
+            "The deploy script lives in tools/deploy.sh", category="fact", importance=4
+        ),
+    ),
+    (
+        "User: Also: staging deploys need the VPN, because the bastion is private.",
+        "long_term.remember",
+        lambda r: r.long_term.remember(
+            "Staging deploys need the VPN because the bastion host is private",
+            category="fact",
+        ),
+    ),
+    (
+        "User (a week later): Where is the deploy script again?",
+        "long_term.recall (recall worker; evidence checked by the host)",
+        lambda r: r.long_term.recall("where is the deploy script"),
+    ),
+    (
+        "User: What do staging deploys need again?",
+        "long_term.ask (answer worker; citations checked by the host)",
+        lambda r: r.long_term.ask("what do staging deploys need"),
     ),
 ]
 

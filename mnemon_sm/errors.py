@@ -29,6 +29,7 @@ __all__ = [
     "CorruptStore",
     "DuplicateEntry",
     "IllegalEvent",
+    "InactiveSpace",
     "InvalidConfig",
     "InvalidInput",
     "LockTimeout",
@@ -38,6 +39,10 @@ __all__ = [
     "RequestRejected",
     "SpecError",
     "StorageError",
+    "ToolRefused",
+    "UnknownInsight",
+    "UnknownSpace",
+    "WorkerFailed",
 ]
 
 
@@ -113,6 +118,22 @@ class CapacityExceeded(RequestRejected):
         }
 
 
+class UnknownSpace(RequestRejected, LookupError):
+    """No Memory Space has this id."""
+
+
+class InactiveSpace(RequestRejected):
+    """The Memory Space exists but is not active, so it cannot be read explicitly."""
+
+
+class UnknownInsight(RequestRejected, LookupError):
+    """No active insight of the space has this id (it never existed or was forgotten)."""
+
+
+class ToolRefused(RequestRejected):
+    """A worker called a tool its request did not grant; nothing was done."""
+
+
 class ReadOnly(RequestRejected):
     """The root is configured with ``writeEnabled = false``; no mutation is allowed."""
 
@@ -137,6 +158,12 @@ class CorruptStore(StorageError):
 
     def fields(self) -> dict[str, Any]:
         return {"path": self.path}
+
+
+class WorkerFailed(MnemonError):
+    """An LLM worker failed, timed out, returned nothing valid, called a tool it was not
+    granted, or returned something the host's checks refused. Its result was not used and
+    the writes it staged were dropped: nothing was written."""
 
 
 class IllegalEvent(MnemonError):

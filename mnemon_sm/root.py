@@ -13,6 +13,7 @@ a mutex and across processes by the root's file lock; every failure is a typed
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,13 @@ from .hot.flow import HotMutationFlow
 from .hot.model import LOCK_NAME, SOURCE_PATH, TARGETS, HotEntry, HotStore, projection_path
 from .hot.rules import Receipt
 from .hot.store import SourceCache, repair_projections
+from .longterm.api import LongTermMemory
+from .longterm.catalog import Catalog
+from .longterm.select import open_long_term
 from .ports import Ports
 from .ports.real import real_ports
+from .workers.builtin import BuiltinWorkers
+from .workers.port import Workers
 
 __all__ = ["Context", "HotMemory", "HotSnapshot", "MemoryRoot"]
 
@@ -202,38 +208,78 @@ class Context:
         return ROUTING_GUIDANCE if self._shared.config.routing_guidance else ""
 
 
+def _open_long_term(path: Path, config: Config, ports: Ports) -> LongTermMemory:
+    store = ports.long_term or open_long_term(path, ports.clock, config)
+    catalog = Catalog(
+        ports.files,
+        ports.locks,
+        ports.clock,
+        store,
+        lock_timeout_ms=config.lock_timeout_ms,
+        default_store=os.environ.get("MNEMON_STORE", "").strip() or None,
+    )
+    return LongTermMemory(
+        catalog,
+        store,
+        ports.workers or BuiltinWorkers(),
+        write_enabled=config.write_enabled,
+        default_limit=config.default_recall_limit,
+    )
+
+
 class MemoryRoot:
-    """One storage root: ``runtime/`` hot memory today, more tiers as they land."""
+    """One storage root: hot memory (``runtime/``) and long-term Memory Spaces (``data/``)."""
 
     def __init__(self, path: Path, config: Config, ports: Ports) -> None:
         self.path, self.config = path, config
+        self._ports = ports
         self._shared = _Shared(ports, config)
         self._flow = HotMutationFlow(ports, config, self._shared.cache)
         self.hot = HotMemory(self._shared, self._flow)
         self.context = Context(self._shared)
+        self._long_term: LongTermMemory | None = None
+
+    @property
+    def long_term(self) -> LongTermMemory:
+        """The Memory Spaces of this root (opened on first use)."""
+        with self._shared.mutex:
+            if self._long_term is None:
+                self._long_term = _open_long_term(self.path, self.config, self._ports)
+            return self._long_term
 
     @classmethod
     def open(
-        cls, path: str | Path, config: Config | None = None, *, ports: Ports | None = None
+        cls,
+        path: str | Path,
+        config: Config | None = None,
+        *,
+        ports: Ports | None = None,
+        workers: Workers | None = None,
     ) -> MemoryRoot:
         """Open (creating if needed) the storage root at ``path`` and repair it.
 
         Args:
             path: the root directory; ``~`` is expanded.
             config: settings; defaults to ``Config()``.
-            ports: adapters to use instead of the real file system (tests, embedding).
+            ports: adapters to use instead of the real ones (tests, embedding).
+            workers: the LLM workers to use (default: the built-in deterministic ones).
 
         Raises:
             LockTimeout, StorageError: the root cannot be used. A corrupt ``memories.json``
             does not prevent opening; every operation then raises ``CorruptStore``.
         """
         root = Path(path).expanduser()
-        return cls(root, config or Config(), ports or real_ports(root))
+        ports = ports or real_ports(root)
+        if workers is not None:
+            ports = attrs.evolve(ports, workers=workers)
+        return cls(root, config or Config(), ports)
 
     def close(self) -> None:
         """Close the root; later operations raise ``IllegalEvent``."""
         with self._shared.mutex:
             self._flow.close()
+            if self._long_term is not None:
+                self._long_term.close()
 
     def __enter__(self) -> MemoryRoot:
         return self

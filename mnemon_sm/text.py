@@ -18,12 +18,28 @@ __all__ = [
     "strip_whitespace",
     "utf8_len",
     "utf16_len",
+    "words",
 ]
 
 # The JavaScript whitespace class (String.prototype.trim and \s).
 WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 _RUNS = re.compile(f"[{WHITESPACE}]+")
 _EDGES = re.compile(f"^[{WHITESPACE}]+|[{WHITESPACE}]+$")
+
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# Words too common to say anything about a topic (for routing by name and description).
+_STOP_WORDS = (
+    "a an and are as at be but by can do does for from has have how i in is it its me my of "
+    "on or our so that the their them there these this to us was we were what when where "
+    "which who why will with you your"
+)
+_STOP = frozenset(_STOP_WORDS.split())
+
+
+def words(text: str) -> frozenset[str]:
+    """Lowercased letter/digit runs of ``text`` minus common English stop words."""
+    return frozenset(w for w in _WORD.findall(text.lower()) if w not in _STOP)
 
 
 def collapse_whitespace(value: str) -> str:

@@ -91,6 +91,6 @@ def test_specs_check_reports_drift(tmp_path: Path) -> None:
     (copy / "diagrams" / "hot_memory_mutation.md").write_text("stale\n")
     problems = check_specs(copy, REPO / "property_tests")
     assert problems == [
-        f"{copy / 'diagrams' / 'hot_memory_mutation.md'} is missing or stale: "
-        "run `mnemon-sm specs render`"
+        f"{copy / 'diagrams' / f'{name}.md'} is missing or stale: run `mnemon-sm specs render`"
+        for name in flow_names()
     ]

@@ -30,13 +30,18 @@ _VALIDATOR_PREFIX = "check_"
 
 def port_methods() -> set[str]:
     """Every ``<port>.<method>`` the port protocols define."""
-    hints = {f.name: f.type for f in attrs.fields(Ports)}
+    from ..longterm import port as long_term_port
+    from ..workers import port as workers_port
+
+    modules = (ports_module, long_term_port, workers_port)
     found = set()
-    for port, type_name in hints.items():
-        protocol = getattr(ports_module, str(type_name))
-        for name, _ in inspect.getmembers(protocol, inspect.isfunction):
-            if not name.startswith("_"):
-                found.add(f"{port}.{name}")
+    for field in attrs.fields(Ports):
+        name = str(field.type).removesuffix(" | None")
+        protocol = next(getattr(m, name) for m in modules if hasattr(m, name))
+        port = field.name
+        for method, _ in inspect.getmembers(protocol, inspect.isfunction):
+            if not method.startswith("_"):
+                found.add(f"{port}.{method}")
     return found
 
 

@@ -17,12 +17,10 @@ is never parsed twice; equality of bytes is the proof, never a timestamp.
 
 from __future__ import annotations
 
-import contextlib
-
 import attrs
 
-from ..errors import StorageError
 from ..ports import TEMP_NAME, Files, Stamp
+from ..storage import replace_file
 from .model import RUNTIME_DIR, SOURCE_PATH, TARGETS, HotStore, parse_source, projection_path
 
 __all__ = [
@@ -81,7 +79,7 @@ def repair_projections(files: Files, store: HotStore) -> int:
     for target in TARGETS:
         path, expected = projection_path(target), store.projection(target)
         if files.read(path) != expected:
-            _replace(files, path, expected, sync=False)
+            replace_file(files, path, expected, sync=False)
             repaired += 1
     return repaired
 
@@ -93,15 +91,13 @@ def write_projections(
     for target in targets:
         projection = after.projection(target)
         if projection != before.projection(target):
-            _replace(files, projection_path(target), projection, sync=False)
+            replace_file(files, projection_path(target), projection, sync=False)
 
 
 def write_source(files: Files, after: HotStore, durability: str) -> bytes:
     """Step 2 of a commit (the commit point); returns the bytes written."""
     data = after.encode()
-    _replace(files, SOURCE_PATH, data, sync=durability != "off")
-    if durability == "full":
-        files.fsync(RUNTIME_DIR)
+    replace_file(files, SOURCE_PATH, data, sync=durability != "off", sync_dir=durability == "full")
     return data
 
 
@@ -118,15 +114,3 @@ def commit(
     """
     write_projections(files, before, after, targets)
     return write_source(files, after, durability)
-
-
-def _replace(files: Files, path: str, data: bytes, *, sync: bool) -> None:
-    temp = files.write_temp(path, data)
-    try:
-        if sync:
-            files.fsync(temp)
-        files.rename(temp, path)
-    except StorageError:
-        with contextlib.suppress(StorageError):  # else the next opener removes it
-            files.remove(temp)
-        raise

@@ -20,9 +20,13 @@ the ones here do not change shape.
 from __future__ import annotations
 
 import re
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
+
+if TYPE_CHECKING:
+    from ..longterm.port import LongTermStore
+    from ..workers.port import Workers
 
 __all__ = ["TEMP_NAME", "Clock", "Files", "Locks", "Ports", "Stamp"]
 
@@ -122,8 +126,14 @@ class Clock(Protocol):
 
 @attrs.frozen
 class Ports:
-    """Everything a flow may use to reach the outside world."""
+    """Everything a flow may use to reach the outside world.
+
+    ``long_term`` (a ``LongTermStore``) and ``workers`` (a ``Workers``) are needed only by the
+    long-term flows; a bundle for hot memory alone may leave them out.
+    """
 
     files: Files
     locks: Locks
     clock: Clock
+    long_term: LongTermStore | None = None
+    workers: Workers | None = None

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import LockTimeout, StorageError
+from ..errors import InvalidInput, LockTimeout, StorageError, UnknownInsight, UnknownSpace
+from ..longterm.port import LongTermStore
+from ..longterm.values import DraftEdge, DraftInsight, ImportDraft
 from ..ports import TEMP_NAME, Clock, Files, Locks
 
-__all__ = ["check_clock_contract", "check_files_contract", "check_locks_contract"]
+__all__ = [
+    "check_clock_contract",
+    "check_files_contract",
+    "check_locks_contract",
+    "check_long_term_contract",
+]
 
 
 def _raises(error: type[BaseException], fn: Callable[[], object], promise: str) -> None:
@@ -103,3 +110,69 @@ def check_clock_contract(clock: Clock) -> None:
     a, b = clock.now_ms(), clock.now_ms()
     assert isinstance(a, int) and a > 1_577_836_800_000, "milliseconds since the epoch"
     assert b >= a, "the clock does not go backwards between two reads"
+
+
+def check_long_term_contract(store: LongTermStore) -> None:
+    """Check a ``LongTermStore`` adapter over a root with no spaces."""
+    assert store.spaces() == (), "a new root has no spaces"
+    _raises(UnknownSpace, lambda: store.status("nope"), "an unknown space is refused")
+    store.create_space("default")
+    _raises(InvalidInput, lambda: store.create_space("default"), "a space is created once")
+    assert store.spaces() == ("default",), "spaces() lists created spaces"
+    first = store.remember("default", "The deploy script lives in tools/deploy.sh")
+    assert first.action == "added" and first.id, "remember adds an insight"
+    again = store.remember("default", "The deploy script lives in tools/deploy.sh")
+    assert (again.action, again.id, again.replaced_id) == ("skipped", first.id, first.id), (
+        "an exact duplicate is skipped and reported with the existing id"
+    )
+    second = store.remember("default", "Releases ship every second Tuesday", importance=5)
+    listed = store.list("default")
+    assert {i.id for i in listed} == {first.id, second.id}, "list shows active insights"
+    assert listed[0].id == second.id, "list orders by importance first"
+    assert all(i.access_count == 0 for i in listed), "list counts no access"
+    basic = store.recall("default", "deploy script", mode="basic", readonly=True)
+    assert [h.insight.id for h in basic.hits] == [first.id], "basic recall filters by substring"
+    assert basic.hits[0].score is None, "basic recall has no score"
+    smart = store.recall("default", "where is the deploy script")
+    assert smart.hits and smart.hits[0].insight.id == first.id, "smart recall finds the insight"
+    score = smart.hits[0].score
+    assert score is not None and 0 < score <= 1, "smart scores are normalized relevance"
+    counts = {i.id: i.access_count for i in store.list("default")}
+    assert counts[first.id] >= 1, "a recall counts access on what it returned"
+    store.recall("default", "deploy", mode="keyword", readonly=True)
+    after = {i.id: i.access_count for i in store.list("default")}
+    assert after == counts, "a read-only recall counts no access"
+    link = store.link("default", first.id, second.id, edge_type="causal", weight=0.7)
+    assert (link.source_id, link.target_id, link.edge_type) == (first.id, second.id, "causal")
+    assert any(h.insight.id == second.id for h in store.related("default", first.id)), (
+        "related follows a link"
+    )
+    assert any(h.insight.id == first.id for h in store.related("default", second.id)), (
+        "links go both ways"
+    )
+    edges = store.graph("default").edges
+    assert {(e.source_id, e.target_id) for e in edges if e.edge_type == "causal"} == {
+        (first.id, second.id),
+        (second.id, first.id),
+    }, "the graph keeps both directed rows of a link"
+    store.forget("default", second.id)
+    _raises(UnknownInsight, lambda: store.forget("default", second.id), "forget happens once")
+    assert [i.id for i in store.list("default")] == [first.id], "forgotten insights are gone"
+    assert not any(
+        second.id in (e.source_id, e.target_id) for e in store.graph("default").edges
+    ), "forget drops the insight's edges"
+    status = store.status("default")
+    assert (status.total_insights, status.deleted_insights) == (1, 1), "status counts"
+    draft = ImportDraft(
+        (
+            DraftInsight("Imported fact one"),
+            DraftInsight("The deploy script lives in tools/deploy.sh"),
+        ),
+        (DraftEdge(0, 1, "semantic", 0.9, "related"),),
+    )
+    report = store.import_draft("default", draft)
+    assert (report.imported, report.skipped) == (1, 1), "import skips exact duplicates"
+    assert report.ids[1] == first.id, "a skipped draft insight maps to the existing one"
+    store.create_space("other")
+    store.delete_space("other")
+    assert store.spaces() == ("default",), "a deleted space is gone"

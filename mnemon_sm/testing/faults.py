@@ -18,14 +18,14 @@ ports, with the locks released as the kernel would).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import attrs
 
 from ..errors import StorageError
-from ..ports import Clock, Files, Locks, Ports, Stamp
+from ..ports import Ports
 
-__all__ = ["Fault", "FaultInjector", "SimulatedCrash", "faulty_ports"]
+__all__ = ["Fault", "FaultInjector", "FaultyPort", "SimulatedCrash", "faulty_ports"]
 
 T = TypeVar("T")
 FaultKind = Literal["fail", "crash_before", "crash_after"]
@@ -51,7 +51,7 @@ class FaultInjector:
         self.crashed = False
         self.names: list[str] = []
 
-    def call(self, name: str, fn: Callable[..., T], *args: object) -> T:
+    def call(self, name: str, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         if self.crashed:
             raise SimulatedCrash(f"{name} called after the process crashed")
         index = self.count
@@ -59,77 +59,40 @@ class FaultInjector:
         self.names.append(name)
         fault = self.faults.get(index)
         if fault is None:
-            return fn(*args)
+            return fn(*args, **kwargs)
         if fault.kind == "fail":
             raise fault.error or StorageError(f"injected failure of {name} (call {index})")
         if fault.kind == "crash_before":
             self.crashed = True
             raise SimulatedCrash(f"crash before {name} (call {index})")
-        fn(*args)
+        fn(*args, **kwargs)
         self.crashed = True
         raise SimulatedCrash(f"crash after {name} (call {index})")
 
 
-@attrs.frozen
-class _FaultyFiles:
-    inner: Files
-    injector: FaultInjector
+class FaultyPort:
+    """Wraps any port object: each public method call goes through the injector as
+    ``<port>.<method>``; attributes that are not methods pass through unchanged."""
 
-    def read(self, path: str) -> bytes | None:
-        return self.injector.call("files.read", self.inner.read, path)
+    def __init__(self, port: str, inner: object, injector: FaultInjector) -> None:
+        self.port, self.inner, self.injector = port, inner, injector
 
-    def read_if_changed(self, path: str, seen: Stamp | None) -> tuple[Stamp | None, bytes | None]:
-        return self.injector.call(
-            "files.read_if_changed",
-            self.inner.read_if_changed,
-            path,
-            seen,
-        )
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.inner, name)
+        if name.startswith("_") or not callable(value):
+            return value
 
-    def write_temp(self, path: str, data: bytes) -> str:
-        return self.injector.call("files.write_temp", self.inner.write_temp, path, data)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self.injector.call(f"{self.port}.{name}", value, *args, **kwargs)
 
-    def fsync(self, path: str) -> None:
-        self.injector.call("files.fsync", self.inner.fsync, path)
-
-    def rename(self, source: str, target: str) -> None:
-        self.injector.call("files.rename", self.inner.rename, source, target)
-
-    def list(self, directory: str) -> tuple[str, ...]:
-        return self.injector.call("files.list", self.inner.list, directory)
-
-    def remove(self, path: str) -> None:
-        self.injector.call("files.remove", self.inner.remove, path)
-
-    def ensure_dir(self, directory: str) -> None:
-        self.injector.call("files.ensure_dir", self.inner.ensure_dir, directory)
-
-
-@attrs.frozen
-class _FaultyLocks:
-    inner: Locks
-    injector: FaultInjector
-
-    def acquire(self, name: str, timeout_ms: int) -> None:
-        self.injector.call("locks.acquire", self.inner.acquire, name, timeout_ms)
-
-    def release(self, name: str) -> None:
-        self.injector.call("locks.release", self.inner.release, name)
-
-
-@attrs.frozen
-class _FaultyClock:
-    inner: Clock
-    injector: FaultInjector
-
-    def now_ms(self) -> int:
-        return self.injector.call("clock.now_ms", self.inner.now_ms)
+        return call
 
 
 def faulty_ports(inner: Ports, injector: FaultInjector) -> Ports:
     """Wrap every port of ``inner`` so that ``injector`` sees (and may fault) each call."""
-    return Ports(
-        files=_FaultyFiles(inner.files, injector),
-        locks=_FaultyLocks(inner.locks, injector),
-        clock=_FaultyClock(inner.clock, injector),
-    )
+    wrapped: dict[str, Any] = {
+        field.name: None if port is None else FaultyPort(field.name, port, injector)
+        for field in attrs.fields(Ports)
+        for port in [getattr(inner, field.name)]
+    }
+    return Ports(**wrapped)

@@ -260,7 +260,18 @@ class FakeClock:
 def memory_ports(
     log: CallLog | None = None, *, track_durability: bool = False
 ) -> tuple[Ports, CallLog]:
-    """A bundle of fakes sharing one call log."""
+    """A bundle of fakes sharing one call log (the workers are the built-in ones)."""
+    from ..workers.builtin import BuiltinWorkers
+    from .longterm import MemoryLongTermStore
+
     log = log if log is not None else CallLog()
     files = MemoryFiles(log, track_durability=track_durability)
-    return Ports(files=files, locks=MemoryLocks(log), clock=FakeClock(log=log)), log
+    clock = FakeClock(log=log)
+    ports = Ports(
+        files=files,
+        locks=MemoryLocks(log),
+        clock=clock,
+        long_term=MemoryLongTermStore(clock, log),
+        workers=BuiltinWorkers(),
+    )
+    return ports, log

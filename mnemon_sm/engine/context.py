@@ -1,0 +1,58 @@
+"""A base for flow contexts whose steps report outcomes as internal events.
+
+A context owns one machine (started once) and the data of the operation in flight. The facade
+calls :meth:`FlowContext.perform` with a caller event; entry actions do the work and end by
+calling :meth:`FlowContext.settle` (a result) or :meth:`FlowContext.refuse` (a typed error),
+each of which raises the spec's internal outcome event. When the machine is back at rest,
+``perform`` returns the result or raises the error. Nothing is swallowed: an exception that is
+not a ``MnemonError`` propagates out of the engine with the state unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..errors import MnemonError
+from .flow import Machine, send, start
+
+__all__ = ["FlowContext"]
+
+
+class FlowContext:
+    """Base of the long-term flows' contexts."""
+
+    FLOW: ClassVar[str]
+
+    def __init__(self) -> None:
+        self.state: str | None = None  # the machine writes its state value here
+        self._result: Any = None
+        self._error: MnemonError | None = None
+        self._machine: Machine = start(self.FLOW, self)
+
+    def perform(self, event: str, **kwargs: Any) -> Any:
+        """Send a caller event; return the operation's result or raise its error."""
+        self._result, self._error = None, None
+        try:
+            send(self._machine, self.FLOW, event, **kwargs)
+            if self._error is not None:
+                raise self._error
+            return self._result
+        finally:
+            self._result, self._error = None, None
+            self.reset()
+
+    def close(self) -> None:
+        send(self._machine, self.FLOW, "close")
+
+    def settle(self, machine: Machine, event: str, result: Any = None) -> None:
+        """Record the result and raise the outcome event ``event``."""
+        self._result = result
+        machine.raise_(event)
+
+    def refuse(self, machine: Machine, event: str, error: MnemonError) -> None:
+        """Record the error and raise the outcome event ``event``."""
+        self._error = error
+        machine.raise_(event)
+
+    def reset(self) -> None:
+        """Drop the data of the operation that just ended (subclasses extend)."""

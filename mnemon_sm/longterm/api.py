@@ -1,0 +1,182 @@
+"""The public facade of the long-term tier: ``MemoryRoot.long_term``.
+
+Reads and writes that involve a model go through their flows (recall, agent search, writes);
+deterministic operations (direct search, space management, related, status) call the service.
+Long-term operations of one root are serialized by their own mutex, so a slow worker never
+blocks hot memory.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ..workers.port import Workers
+from .catalog import Catalog, Space
+from .port import LongTermStore
+from .recall_flows import AgentAnswer, AgentSearchFlow, DirectSearchFlow, RecallAnswer, RecallFlow
+from .service import LongTermService, SearchResult
+from .values import SpaceStatus
+from .write_flows import MergeFlow, WriteFlow, WriteReceipt
+
+__all__ = ["LongTermMemory"]
+
+
+class LongTermMemory:
+    """Memory Spaces: recall, search, remember, link, forget, related, and space management."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        store: LongTermStore,
+        workers: Workers,
+        *,
+        write_enabled: bool,
+        default_limit: int,
+    ) -> None:
+        self.service = LongTermService(
+            catalog, store, write_enabled=write_enabled, default_limit=default_limit
+        )
+        self._mutex = threading.RLock()
+        self._recall = RecallFlow(self.service, workers)
+        self._direct = DirectSearchFlow(self.service)
+        self._agent = AgentSearchFlow(self.service, workers)
+        self._write = WriteFlow(self.service, workers)
+        self._merge = MergeFlow(self.service)
+
+    # -- spaces ----------------------------------------------------------------------------
+
+    def spaces(self) -> tuple[Space, ...]:
+        """Every Memory Space (stores found on disk are registered on the way)."""
+        with self._mutex:
+            return self.service.spaces()
+
+    def create_space(self, name: str, description: str, *, active: bool = False) -> Space:
+        """Create a space; its id is chosen by the library (``default`` first)."""
+        with self._mutex:
+            return self.service.create_space(name, description, active=active)
+
+    def update_space(
+        self,
+        space: str,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        active: bool | None = None,
+    ) -> Space:
+        with self._mutex:
+            return self.service.update_space(
+                space, name=name, description=description, active=active
+            )
+
+    def delete_space(self, space: str) -> None:
+        """Delete a space and its store (never the last one)."""
+        with self._mutex:
+            self.service.check_write_target(None, pending=True)
+            self.service.catalog.delete(space)
+
+    def merge(
+        self, target: str, sources: Sequence[str], *, deactivate_sources: bool = True
+    ) -> dict[str, Any]:
+        """Copy ``sources`` into ``target``; sources are only read (and then deactivated)."""
+        with self._mutex:
+            result: dict[str, Any] = self._merge.perform(
+                "merge",
+                request={
+                    "target": target,
+                    "sources": list(sources),
+                    "deactivate_sources": deactivate_sources,
+                },
+            )
+            return result
+
+    def status(self, space: str) -> SpaceStatus:
+        with self._mutex:
+            return self.service.store.status(self.service.catalog.get(space).id)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def recall(
+        self, query: str, *, spaces: Sequence[str] | None = None, **options: Any
+    ) -> RecallAnswer:
+        """Evidence for ``query`` through the recall worker (at most 12 items)."""
+        with self._mutex:
+            answer: RecallAnswer = self._recall.perform(
+                "recall", request={"query": query, "space_ids": spaces, **options}
+            )
+            return answer
+
+    def search(
+        self, query: str, *, spaces: Sequence[str] | None = None, **options: Any
+    ) -> SearchResult:
+        """The deterministic search, no model involved."""
+        with self._mutex:
+            result: SearchResult = self._direct.perform(
+                "search", request={"query": query, "space_ids": spaces, **options}
+            )
+            return result
+
+    def ask(
+        self, question: str, *, spaces: Sequence[str] | None = None, **options: Any
+    ) -> AgentAnswer:
+        """Answer ``question`` from stored evidence; citations are checked by the host."""
+        with self._mutex:
+            answer: AgentAnswer = self._agent.perform(
+                "ask", request={"query": question, "space_ids": spaces, **options}
+            )
+            return answer
+
+    def related(
+        self, insight_id: str, *, space: str, depth: int = 2, edge: str | None = None
+    ) -> list[dict[str, Any]]:
+        with self._mutex:
+            return self.service.related(space, insight_id, depth=depth, edge_type=edge)
+
+    # -- writes (through the write worker) -------------------------------------------------
+
+    def remember(
+        self, content: str, *, space: str | None = None, source: str = "user", **fields: Any
+    ) -> WriteReceipt:
+        """Store a memory; the worker picks the space unless ``space`` names one.
+
+        ``fields`` may be ``category``, ``importance``, ``tags`` and ``entities``.
+        """
+        return self._write_op(
+            "remember", content=content, memoryBodyId=space, source=source, **fields
+        )
+
+    def link(
+        self,
+        source_id: str,
+        target_id: str,
+        *,
+        space: str | None = None,
+        type: str = "semantic",
+        weight: float = 0.5,
+        reason: str | None = None,
+    ) -> WriteReceipt:
+        return self._write_op(
+            "link",
+            sourceId=source_id,
+            targetId=target_id,
+            memoryBodyId=space,
+            type=type,
+            weight=weight,
+            reason=reason,
+        )
+
+    def forget(self, insight_id: str, *, space: str | None = None) -> WriteReceipt:
+        return self._write_op("forget", id=insight_id, memoryBodyId=space)
+
+    def _write_op(self, operation: str, **fields: Any) -> WriteReceipt:
+        with self._mutex:
+            receipt: WriteReceipt = self._write.perform(
+                "write", request={"operation": operation, **fields}
+            )
+            return receipt
+
+    def close(self) -> None:
+        with self._mutex:
+            for flow in (self._recall, self._direct, self._agent, self._write, self._merge):
+                flow.close()

@@ -1,0 +1,63 @@
+"""Choosing the long-term adapter of a root: the embedded store or the Mnemon CLI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ..config import Config
+from ..errors import InvalidConfig
+from ..ports import Clock
+from .port import LongTermStore
+
+__all__ = ["COMMON_DIRS", "find_mnemon", "open_long_term"]
+
+
+# Where Mnemon's own installers put the binary, after PATH (reference, section 2.1).
+COMMON_DIRS = ("~/.local/bin", "/opt/homebrew/bin", "/usr/local/bin", "/usr/bin")
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def find_mnemon(config: Config) -> str | None:
+    """The Mnemon executable: ``mnemonPath``, ``$MNEMON_CLI_PATH``, PATH, then the common
+    install directories.
+
+    Raises:
+        InvalidConfig: ``mnemonPath`` is set but is not an executable file.
+    """
+    if config.mnemon_path is not None:
+        path = os.path.expanduser(config.mnemon_path)
+        if not _executable(path):
+            raise InvalidConfig(f"mnemonPath is not an executable file: {config.mnemon_path}")
+        return path
+    env = os.path.expanduser(os.environ.get("MNEMON_CLI_PATH", "").strip())
+    if env and _executable(env):
+        return env
+    found = shutil.which("mnemon")
+    if found is not None:
+        return found
+    candidates = (os.path.join(os.path.expanduser(d), "mnemon") for d in COMMON_DIRS)
+    return next((c for c in candidates if _executable(c)), None)
+
+
+def open_long_term(root: Path, clock: Clock, config: Config) -> LongTermStore:
+    """The store ``config.long_term_store`` asks for.
+
+    ``auto`` uses the Mnemon CLI when :func:`find_mnemon` finds one, and the embedded store
+    otherwise; ``mnemon`` without an executable is a configuration error.
+    """
+    if config.long_term_store != "embedded":
+        executable = find_mnemon(config)
+        if executable is not None:
+            from .mnemon import MnemonCliStore
+
+            return MnemonCliStore(root, executable, timeout_ms=config.mnemon_timeout_ms)
+        if config.long_term_store == "mnemon":
+            raise InvalidConfig("longTermStore = mnemon, but no mnemon executable was found")
+    from .sqlite import EmbeddedStore
+
+    return EmbeddedStore(root, clock)

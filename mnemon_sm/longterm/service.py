@@ -1,0 +1,452 @@
+"""Deterministic long-term services: what the ``mnemon_*`` tools reach, with the host's rules.
+
+Theory of operation
+-------------------
+Workers never touch a store directly: their granted tools call these methods, and so do the
+CLI and the host's own direct paths. Rules kept here:
+
+- a search reads the active spaces (or the named ones, each of which must exist and be active),
+  asks each for ``min(50, max(L, 3L))`` candidates, annotates every hit with the space's id and
+  name, orders by score and applies the ``strict-v1`` quality policy;
+- a write (remember, link, forget) goes to the named space, or the only active one; it is
+  refused entirely when the root is read-only, and activates an inactive target once it
+  succeeded;
+- merge reads the sources read-only, imports into the target (new ids, edges with their
+  weights) and never writes to a source; sources are then deactivated unless asked not to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from ..errors import InvalidInput, ReadOnly
+from ..text import collapse_whitespace, utf16_len
+from .catalog import Catalog, Space, check_space_fields, check_space_id
+from .port import LongTermStore
+from .quality import QualityReport, Tier, apply_policy, candidate_limit
+from .values import (
+    CATEGORIES,
+    CONTENT_MAX_BYTES,
+    EDGE_TYPES,
+    ENTITIES_MAX,
+    ENTITY_MAX_BYTES,
+    INTENTS,
+    MODES,
+    SOURCES,
+    TAG_MAX_BYTES,
+    TAGS_MAX,
+    DraftEdge,
+    DraftInsight,
+    ImportDraft,
+    Insight,
+    RecallHit,
+)
+
+__all__ = ["LongTermService", "SearchHit", "SearchResult", "SourceReport"]
+
+PROVIDER = "mnemon-native"
+LIMIT_MAX = 50
+DEPTH_MAX = 5
+
+
+@attrs.frozen
+class SearchHit:
+    """A recalled insight with its space and the host's relevance judgement."""
+
+    space_id: str
+    space_name: str
+    hit: RecallHit
+    tier: Tier
+
+    @property
+    def insight(self) -> Insight:
+        return self.hit.insight
+
+    @property
+    def citation(self) -> str:
+        """``<memoryBodyId>/<id>``, how answers cite evidence."""
+        return f"{self.space_id}/{self.insight.id}"
+
+    def to_json(self) -> dict[str, Any]:
+        i, h = self.insight, self.hit
+        out: dict[str, Any] = {
+            "id": i.id,
+            "content": i.content,
+            "memoryBodyId": self.space_id,
+            "memoryBodyName": self.space_name,
+            "memoryProviderId": PROVIDER,
+            "category": i.category,
+            "importance": i.importance,
+            "tags": list(i.tags),
+            "entities": list(i.entities),
+            "relevanceTier": self.tier,
+        }
+        if h.score is not None:
+            out["score"] = h.score
+            out["normalizedScore"] = h.score
+        for key, value in (
+            ("intent", h.intent),
+            ("matchedVia", h.matched_via),
+            ("confidence", h.confidence),
+        ):
+            if value is not None:
+                out[key] = value
+        return out
+
+
+@attrs.frozen
+class SourceReport:
+    space_id: str
+    space_name: str
+    status: str  # ready | empty
+    item_count: int
+    quality: QualityReport
+    hint: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "memoryBodyId": self.space_id,
+            "memoryBodyName": self.space_name,
+            "providerId": PROVIDER,
+            "status": self.status,
+            "itemCount": self.item_count,
+            "quality": {_camel(k): v for k, v in attrs.asdict(self.quality).items()},
+        }
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+@attrs.frozen
+class SearchResult:
+    query: str
+    mode: str
+    hits: tuple[SearchHit, ...]
+    sources: tuple[SourceReport, ...]
+    hint: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "query": self.query,
+            "mode": self.mode,
+            "results": [h.to_json() for h in self.hits],
+            "sources": [s.to_json() for s in self.sources],
+        }
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+def _choice(value: object, allowed: Sequence[str], field: str) -> str | None:
+    if value is None:
+        return None
+    if value not in allowed:
+        raise InvalidInput(f"{field} must be one of {', '.join(allowed)}")
+    return str(value)
+
+
+def _int(value: object, low: int, high: int, field: str) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise InvalidInput(f"{field} must be an integer within {low}..{high}")
+    return value
+
+
+class LongTermService:
+    """The host's deterministic long-term operations over a catalog and a store."""
+
+    def __init__(
+        self, catalog: Catalog, store: LongTermStore, *, write_enabled: bool, default_limit: int
+    ) -> None:
+        self.catalog, self.store = catalog, store
+        self._write_enabled, self._default_limit = write_enabled, default_limit
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def spaces(self) -> tuple[Space, ...]:
+        return self.catalog.list()
+
+    def search(
+        self,
+        query: object,
+        *,
+        space_ids: Sequence[str] | None = None,
+        mode: object = "smart",
+        limit: object = None,
+        category: object = None,
+        source: object = None,
+        intent: object = None,
+        readonly: bool = False,
+    ) -> SearchResult:
+        """The deterministic search over active (or named) spaces, strict-v1 applied.
+
+        ``readonly`` searches count no access (a write worker checking for duplicates).
+        """
+        text = _query(query)
+        mode_ = _choice(mode, MODES, "mode") or "smart"
+        limit_ = self._default_limit if limit is None else _int(limit, 1, LIMIT_MAX, "limit")
+        category_ = _choice(category, CATEGORIES, "category")
+        source_ = _choice(source, SOURCES, "source")
+        intent_ = _choice(intent, INTENTS, "intent")
+        spaces = self.catalog.readable(space_ids)
+        scored: list[SearchHit] = []
+        reports = []
+        for space in spaces:
+            found = self.store.recall(
+                space.id,
+                text,
+                mode=mode_,
+                limit=candidate_limit(limit_),
+                category=category_,
+                source=source_,
+                intent=intent_,
+                readonly=readonly,
+            )
+            chosen, quality = apply_policy(found.hits, [h.score for h in found.hits], limit_)
+            scored += [SearchHit(space.id, space.name, hit, tier) for hit, tier in chosen]
+            status = "ready" if found.hits else "empty"
+            reports.append(
+                SourceReport(space.id, space.name, status, len(chosen), quality, found.hint)
+            )
+        scored.sort(key=lambda h: -(h.hit.score if h.hit.score is not None else 0.0))
+        hint = "sparse_results" if len(scored) < math.ceil(limit_ / 2) else None
+        return SearchResult(text, mode_, tuple(scored[:limit_]), tuple(reports), hint)
+
+    def related(
+        self, space_id: str, insight_id: str, *, depth: object = 2, edge_type: object = None
+    ) -> list[dict[str, Any]]:
+        space = self.catalog.readable([space_id])[0]
+        hits = self.store.related(
+            space.id,
+            _id(insight_id),
+            depth=_int(depth, 1, DEPTH_MAX, "depth"),
+            edge_type=_choice(edge_type, EDGE_TYPES, "edge type"),
+        )
+        return [
+            {**h.to_json(), "memoryBodyId": space.id, "memoryBodyName": space.name} for h in hits
+        ]
+
+    # -- writes ----------------------------------------------------------------------------
+    #
+    # Each write has a ``check_*`` twin that applies every rule without writing, so a worker's
+    # staged write is refused at once with the error the real write would give. ``space_id``
+    # None means "the only active space"; ``pending`` means a space created later in the
+    # same run, checked when it exists.
+
+    def check_write_target(self, space_id: str | None, *, pending: bool = False) -> None:
+        self._writable()
+        if not pending:
+            self.catalog.writable(space_id)
+
+    def check_remember(
+        self,
+        content: object,
+        *,
+        space_id: str | None = None,
+        pending: bool = False,
+        category: object = "general",
+        importance: object = 3,
+        tags: Sequence[object] = (),
+        entities: Sequence[object] = (),
+        source: object = "user",
+    ) -> DraftInsight:
+        """Every rule of a remember, as the insight it would store."""
+        self.check_write_target(space_id, pending=pending)
+        return DraftInsight(
+            _content(content),
+            _choice(category, CATEGORIES, "category") or "general",
+            _int(importance, 1, 5, "importance"),
+            _labels(tags, TAGS_MAX, TAG_MAX_BYTES, "tag"),
+            _labels(entities, ENTITIES_MAX, ENTITY_MAX_BYTES, "entity"),
+            _choice(source, SOURCES, "source") or "user",
+        )
+
+    def check_link(
+        self, space_id: str | None, edge_type: object, weight: object, *, pending: bool = False
+    ) -> tuple[str, float]:
+        self.check_write_target(space_id, pending=pending)
+        if type(weight) not in (int, float) or not 0 <= weight <= 1:  # type: ignore[operator]
+            raise InvalidInput("weight must be a finite number within 0..1")
+        return _choice(edge_type, EDGE_TYPES, "edge type") or "semantic", float(weight)  # type: ignore[arg-type]
+
+    def remember(
+        self,
+        content: object,
+        *,
+        space_id: str | None = None,
+        category: object = "general",
+        importance: object = 3,
+        tags: Sequence[object] = (),
+        entities: Sequence[object] = (),
+        source: object = "user",
+    ) -> dict[str, Any]:
+        draft = self.check_remember(
+            content,
+            space_id=space_id,
+            category=category,
+            importance=importance,
+            tags=tags,
+            entities=entities,
+            source=source,
+        )
+        space = self.catalog.writable(space_id)
+        receipt = self.store.remember(
+            space.id,
+            draft.content,
+            category=draft.category,
+            importance=draft.importance,
+            tags=draft.tags,
+            entities=draft.entities,
+            source=draft.source or "user",
+        )
+        return self._written(space, receipt.to_json())
+
+    def link(
+        self,
+        space_id: str | None,
+        source_id: str,
+        target_id: str,
+        *,
+        edge_type: object = "semantic",
+        weight: object = 0.5,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        kind, value = self.check_link(space_id, edge_type, weight)
+        space = self.catalog.writable(space_id)
+        receipt = self.store.link(
+            space.id, _id(source_id), _id(target_id), edge_type=kind, weight=value, reason=reason
+        )
+        return self._written(space, receipt.to_json())
+
+    def forget(self, space_id: str | None, insight_id: str) -> dict[str, Any]:
+        self.check_write_target(space_id)
+        space = self.catalog.writable(space_id)
+        return self._written(space, self.store.forget(space.id, _id(insight_id)).to_json())
+
+    def _written(self, space: Space, receipt: dict[str, Any]) -> dict[str, Any]:
+        """Activate the space a write succeeded on, and name it in the receipt."""
+        space = self.catalog.activate(space.id)
+        return {**receipt, "memoryBodyId": space.id, "memoryBodyName": space.name}
+
+    def check_space_text(self, name: object, description: object) -> None:
+        self._writable()
+        check_space_fields(name, description)
+
+    def create_space(self, name: str, description: str, *, active: bool = False) -> Space:
+        self._writable()
+        return self.catalog.create(name, description, active=active)
+
+    def update_space(
+        self,
+        space_id: str,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        active: bool | None = None,
+    ) -> Space:
+        self._writable()
+        return self.catalog.update(space_id, name=name, description=description, active=active)
+
+    def merge_spaces(
+        self, target: str, sources: Sequence[str], *, deactivate_sources: bool = True
+    ) -> dict[str, Any]:
+        """Copy every insight and edge of ``sources`` into ``target``; sources are only read."""
+        self._writable()
+        target_space = self.catalog.get(target)
+        source_ids = list(dict.fromkeys(check_space_id(s) for s in sources))
+        if not source_ids:
+            raise InvalidInput("merge needs at least one source memory body")
+        if target_space.id in source_ids:
+            raise InvalidInput("the merge target cannot also be a source")
+        for s in source_ids:
+            self.catalog.get(s)
+        draft = self._draft(source_ids)
+        imported = skipped = edges = 0
+        if draft.insights:
+            report = self.store.import_draft(target_space.id, draft)
+            imported, skipped, edges = report.imported, report.skipped, report.edges_inserted
+        target_space = self.catalog.activate(target_space.id)
+        if deactivate_sources:
+            for s in source_ids:
+                self.catalog.update(s, active=False)
+        return {
+            "memoryBodyId": target_space.id,
+            "memoryBodyName": target_space.name,
+            "sources": source_ids,
+            "imported": imported,
+            "skipped": skipped,
+            "edgesInserted": edges,
+        }
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if not self._write_enabled:
+            raise ReadOnly("this storage root is configured read-only (writeEnabled = false)")
+
+    def _draft(self, source_ids: Sequence[str]) -> ImportDraft:
+        insights: list[DraftInsight] = []
+        edges: list[DraftEdge] = []
+        for space in source_ids:
+            graph = self.store.graph(space)
+            index = {node.id: len(insights) + i for i, node in enumerate(graph.nodes)}
+            insights += [
+                DraftInsight(
+                    n.content, n.category, n.importance, n.tags, n.entities, n.source, n.created_at
+                )
+                for n in graph.nodes
+            ]
+            edges += [
+                DraftEdge(index[e.source_id], index[e.target_id], e.edge_type, e.weight, e.label)
+                for e in graph.edges
+                if e.source_id in index and e.target_id in index and e.edge_type != "temporal"
+            ]
+        return ImportDraft(tuple(insights), tuple(edges), "mnemon-sm-merge")
+
+
+def _query(value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput("query is required")
+    text = collapse_whitespace(value)
+    if not text:
+        raise InvalidInput("query is required")
+    if utf16_len(text) > 2000:
+        raise InvalidInput("query is too long (max 2000 characters)")
+    return text
+
+
+def _content(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("content is required")
+    text = value.strip()
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > CONTENT_MAX_BYTES:
+        raise InvalidInput(f"content is too large ({size} bytes; max {CONTENT_MAX_BYTES})")
+    return text
+
+
+def _labels(values: Sequence[object], most: int, max_bytes: int, field: str) -> tuple[str, ...]:
+    if isinstance(values, str) or len(values) > most:
+        raise InvalidInput(f"at most {most} {field} values, as a list")
+    out = []
+    for value in values:
+        if not isinstance(value, str) or not value.strip() or "," in value:
+            raise InvalidInput(f"each {field} must be a non-empty string without commas")
+        if len(value.strip().encode("utf-8", "surrogatepass")) > max_bytes:
+            raise InvalidInput(f"each {field} must be at most {max_bytes} bytes")
+        out.append(value.strip())
+    return tuple(dict.fromkeys(out))
+
+
+def _id(value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 2000:
+        raise InvalidInput("an insight id is required (at most 2000 characters)")
+    return value.strip()

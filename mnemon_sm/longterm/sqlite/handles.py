@@ -1,0 +1,135 @@
+"""One open store: its connection, side index and lock, and how transactions run on it.
+
+Theory of operation
+-------------------
+A :class:`Handle` owns the connection to one ``mnemon.db`` with the side index attached, the
+process-wide lock of that file (:func:`file_lock`, re-entrant, shared by every store object of
+the process) and the identity (device, inode) of the file it opened, so a replaced file is
+noticed and reopened by the store.
+
+Rules kept:
+
+- A write is one ``BEGIN IMMEDIATE`` transaction: bring the side index up to date, run the
+  operation with one clock reading, commit. Anything raised rolls everything back; if the side
+  index had changed inside the transaction, it is checked again before its next use.
+- A read is one deferred transaction (one snapshot of both files). When asked, it first syncs
+  the side index in a short write transaction, if another connection changed either file.
+- Closing checkpoints the WAL of both files with ``TRUNCATE`` when asked.
+- Directories created here are 0700; a ``sqlite3`` or operating-system failure is reported as
+  ``StorageError`` with the original as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import TypeVar
+
+import attrs
+
+from ...errors import StorageError
+from ...ports import Clock
+from . import schema
+from .sideindex import INDEX_FILE, SideIndex
+from .tx import Tx
+
+__all__ = ["Handle", "file_lock", "mkdir_private", "storage_error"]
+
+T = TypeVar("T")
+_LOCKS_GUARD = threading.Lock()
+_LOCKS: dict[str, threading.RLock] = {}
+
+
+def file_lock(path: Path) -> threading.RLock:
+    """The process-wide lock of one store file."""
+    key = os.path.realpath(path)
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(key, threading.RLock())
+
+
+def storage_error(what: str, exc: BaseException) -> StorageError:
+    error = StorageError(f"{what} failed: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+def mkdir_private(path: Path) -> None:
+    """Create a directory with mode 0700 unless it exists."""
+    with suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+
+
+@attrs.define
+class Handle:
+    conn: sqlite3.Connection
+    index: SideIndex
+    lock: threading.RLock
+    identity: tuple[int, int]
+    db_path: str
+    closed: bool = False
+
+    @classmethod
+    def open(cls, db: Path, identity: tuple[int, int], where: str) -> Handle:
+        """Connect, complete the schema, attach the side index. ``where`` names the file
+        relative to the storage root in errors."""
+        lock = file_lock(db)
+        with lock:
+            conn: sqlite3.Connection | None = None
+            try:
+                conn = schema.connect(str(db))
+                schema.ensure_schema(conn, where)
+                index = SideIndex(conn, str(db.parent / INDEX_FILE))
+                index.attach()
+                return cls(conn, index, lock, identity, str(db))
+            except (sqlite3.Error, OSError) as exc:
+                if conn is not None:
+                    conn.close()
+                raise storage_error(f"opening {where}", exc) from exc
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
+
+    def close(self, *, checkpoint: bool) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if checkpoint:
+                self.conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)")
+                self.conn.execute("PRAGMA idx.wal_checkpoint(TRUNCATE)")
+        finally:
+            self.conn.close()
+
+    def write(self, body: Callable[[Tx], T], clock: Clock) -> T:
+        """Run ``body`` in one write transaction (caller holds :attr:`lock`)."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.index.sync()
+            result = body(Tx(conn, self.index, clock.now_ms()))
+            conn.execute("COMMIT")
+        except BaseException:
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            finally:
+                if self.index.dirty:
+                    self.index.forget_sync()
+            raise
+        self.index.dirty = False
+        return result
+
+    def read(self, body: Callable[[Handle], T], clock: Clock, *, sync_index: bool) -> T:
+        """Run ``body`` on one snapshot (caller holds :attr:`lock`)."""
+        if sync_index and self.index.needs_sync():
+            self.write(lambda tx: None, clock)
+        self.conn.execute("BEGIN")
+        try:
+            return body(self)
+        finally:
+            self.conn.execute("ROLLBACK")

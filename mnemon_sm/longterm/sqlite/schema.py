@@ -1,0 +1,165 @@
+"""The schema of a Mnemon store's ``mnemon.db``, and how a connection to it is opened.
+
+Theory of operation
+-------------------
+``mnemon.db`` is shared with the real Mnemon: a store created here must look like one its
+migration created, and a store it created must open here. So this module owns exactly Mnemon's
+three tables (``insights``, ``edges``, ``oplog``), their columns, defaults, the CHECK list of
+edge types and the indexes, at ``PRAGMA user_version = 1``, and nothing of our own: the side
+index lives in another file (:mod:`.sideindex`).
+
+Rules kept:
+
+- A new store gets the whole DDL in one transaction, then ``user_version = 1``.
+- An existing store is never restructured: a missing table is created and a missing optional
+  column (``last_accessed_at``, ``embedding``, ``effective_importance``) is added the way
+  Mnemon's own migration adds it; extra columns and foreign index names are left alone, and
+  ``user_version`` is not touched (Mnemon's migrations key on it). A store without Mnemon's
+  core columns is refused as corrupt.
+- Every connection: WAL, ``foreign_keys`` on, a 5 s busy timeout, autocommit (transactions are
+  explicit, writes in ``BEGIN IMMEDIATE``), a 64 MiB page cache; it opens an existing file only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from ...errors import CorruptStore
+from ..values import EDGE_TYPES
+
+__all__ = ["BUSY_TIMEOUT_MS", "DDL", "SCHEMA_VERSION", "connect", "ensure_schema"]
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 5000
+CACHE_KIB = 64 * 1024  # per-connection page cache: edge and index b-trees of a 100k store
+_TYPES = ", ".join(f"'{kind}'" for kind in EDGE_TYPES)
+
+DDL = f"""
+CREATE TABLE IF NOT EXISTS insights (
+    id                   TEXT PRIMARY KEY,
+    content              TEXT NOT NULL,
+    category             TEXT NOT NULL DEFAULT 'general',
+    importance           INTEGER NOT NULL DEFAULT 3,
+    tags                 TEXT NOT NULL DEFAULT '[]',
+    entities             TEXT NOT NULL DEFAULT '[]',
+    source               TEXT NOT NULL DEFAULT 'user',
+    access_count         INTEGER NOT NULL DEFAULT 0,
+    created_at           TEXT NOT NULL,
+    updated_at           TEXT NOT NULL,
+    deleted_at           TEXT,
+    last_accessed_at     TEXT,
+    embedding            BLOB,
+    effective_importance REAL DEFAULT 0.5
+);
+CREATE INDEX IF NOT EXISTS idx_insights_category ON insights(category);
+CREATE INDEX IF NOT EXISTS idx_insights_importance ON insights(importance);
+CREATE INDEX IF NOT EXISTS idx_insights_created_at ON insights(created_at);
+CREATE INDEX IF NOT EXISTS idx_insights_deleted_at ON insights(deleted_at);
+CREATE INDEX IF NOT EXISTS idx_insights_source ON insights(source);
+CREATE INDEX IF NOT EXISTS idx_insights_effective_importance ON insights(effective_importance);
+CREATE INDEX IF NOT EXISTS idx_insights_prune
+    ON insights(deleted_at, importance, access_count, effective_importance);
+
+CREATE TABLE IF NOT EXISTS edges (
+    source_id  TEXT NOT NULL REFERENCES insights(id) ON DELETE CASCADE,
+    target_id  TEXT NOT NULL REFERENCES insights(id) ON DELETE CASCADE,
+    edge_type  TEXT NOT NULL CHECK (edge_type IN ({_TYPES})),
+    weight     REAL NOT NULL DEFAULT 1.0,
+    metadata   TEXT NOT NULL DEFAULT '{{}}',
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (source_id, target_id, edge_type)
+);
+CREATE INDEX IF NOT EXISTS idx_edges_source ON edges(source_id);
+CREATE INDEX IF NOT EXISTS idx_edges_target ON edges(target_id);
+CREATE INDEX IF NOT EXISTS idx_edges_type ON edges(edge_type);
+CREATE INDEX IF NOT EXISTS idx_edges_source_type ON edges(source_id, edge_type);
+CREATE INDEX IF NOT EXISTS idx_edges_target_type ON edges(target_id, edge_type);
+
+CREATE TABLE IF NOT EXISTS oplog (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    operation   TEXT NOT NULL,
+    insight_id  TEXT,
+    detail      TEXT,
+    created_at  TEXT NOT NULL
+);
+"""
+
+_STATEMENTS = tuple(part.strip() for part in DDL.split(";") if part.strip())
+_CORE_COLUMNS = (
+    "id",
+    "content",
+    "category",
+    "importance",
+    "tags",
+    "entities",
+    "source",
+    "access_count",
+    "created_at",
+    "updated_at",
+    "deleted_at",
+)
+# Columns Mnemon's migration adds to older stores, with the definitions it adds them with.
+_ADDED_COLUMNS = {
+    "last_accessed_at": "TEXT",
+    "embedding": "BLOB",
+    "effective_importance": "REAL DEFAULT 0.5",
+}
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """Open the existing file ``path`` (never create it: a store is created on purpose, with
+    its mode) with the store's settings: autocommit, WAL, foreign keys, busy timeout."""
+    conn = sqlite3.connect(
+        Path(path).absolute().as_uri() + "?mode=rw",
+        uri=True,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    return conn
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    rows = conn.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")
+    return {name for (name,) in rows}
+
+
+def ensure_schema(conn: sqlite3.Connection, where: str) -> None:
+    """Create the schema in an empty store or complete an existing one (see module rules).
+
+    ``where`` names the store file relative to the storage root, for ``CorruptStore``.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        tables = _tables(conn)
+        if "insights" not in tables:
+            for statement in _STATEMENTS:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        else:
+            _complete(conn, tables, where)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _complete(conn: sqlite3.Connection, tables: set[str], where: str) -> None:
+    columns = {row[1] for row in conn.execute("PRAGMA main.table_info(insights)")}
+    missing = [name for name in _CORE_COLUMNS if name not in columns]
+    if missing:
+        raise CorruptStore(f"{where} is not a Mnemon store (no {', '.join(missing)})", path=where)
+    for name, definition in _ADDED_COLUMNS.items():
+        if name not in columns:
+            conn.execute(f"ALTER TABLE insights ADD COLUMN {name} {definition}")
+    for table in ("edges", "oplog"):
+        if table not in tables:
+            for statement in _STATEMENTS:
+                if f"EXISTS {table} (" in statement or f" ON {table}(" in statement:
+                    conn.execute(statement)

@@ -1,0 +1,390 @@
+"""The side index: a rebuildable file next to ``mnemon.db`` that finds candidates fast.
+
+Theory of operation
+-------------------
+``mnemon.db`` must stay exactly Mnemon's, so everything recall and remember need beyond its
+own indexes lives in ``mnemon-sm-index.db`` in the same store directory, attached to the
+store's connection as schema ``idx`` (so one transaction covers both files):
+
+- ``docs``: one row per ACTIVE insight, keyed by the insight's rowid in ``mnemon.db``: its id,
+  category, source, importance, creation second (``ts``), a hash of its content (duplicate
+  checks), a signature of the columns the index depends on, its tokens and entity keys;
+- ``postings(token, imp, ts, doc)``: every token of an insight's content, tags and entities;
+- ``ent_postings(key, doc)`` and ``ents(key, df)``: entity keys, for entity edges and for
+  recognising stored entities in a query.
+
+The index only ever selects candidates; every score is computed from the insight itself, so
+results equal a full scan (a row sharing a token with the query is always found).
+
+Staleness. ``meta.fingerprint`` holds ``[row count, max rowid, max updated_at, max oplog id]``
+of ``mnemon.db`` as of the index's last change; our writes keep it current in the same
+transaction. ``PRAGMA data_version`` tells a connection when another connection committed to
+either file; then (and once after opening) the real fingerprint is computed and, when it
+differs, the index is refreshed: rows whose signature (id, updated_at, importance, category,
+source, created_at, content length, tags, entities) changed are re-indexed, vanished or deleted
+ones dropped; when most rows changed, or the file is unreadable or of another format, it is
+rebuilt from scratch. An edit that changes none of those values goes unnoticed;
+``EmbeddedStore.rebuild_index`` forces a rebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from .recall import ts_key
+from .rows import COLUMNS, insight
+from .tokens import EntityMatcher, entity_key, token_set
+
+__all__ = ["INDEX_FILE", "SideIndex", "content_hash"]
+
+INDEX_FILE = "mnemon-sm-index.db"
+FORMAT = "1"
+_CHUNK = 500  # ids per IN (...) list
+_TABLES = ("docs", "postings", "ent_postings", "ents")
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS idx.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS idx.docs (doc INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
+    " category TEXT NOT NULL, source TEXT NOT NULL, imp INTEGER NOT NULL, ts INTEGER NOT NULL,"
+    " hash INTEGER NOT NULL, sig INTEGER NOT NULL, tokens TEXT NOT NULL, ents TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS idx.docs_ts ON docs(ts, doc)",
+    "CREATE INDEX IF NOT EXISTS idx.docs_source_ts ON docs(source, ts, doc)",
+    "CREATE INDEX IF NOT EXISTS idx.docs_hash ON docs(hash)",
+    "CREATE TABLE IF NOT EXISTS idx.postings (token TEXT NOT NULL, imp INTEGER NOT NULL,"
+    " ts INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (token, imp, ts, doc))"
+    " WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS idx.ent_postings (key TEXT NOT NULL, doc INTEGER NOT NULL,"
+    " PRIMARY KEY (key, doc)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS idx.ents (key TEXT PRIMARY KEY, df INTEGER NOT NULL)"
+    " WITHOUT ROWID",
+)
+_SIG_COLUMNS = (
+    "id, updated_at, importance, category, source, created_at, length(content), tags, entities"
+)
+
+
+def _int64(data: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+
+
+def content_hash(content: str) -> int:
+    return _int64(content.encode("utf-8", "surrogatepass"))
+
+
+def _sig(values: Sequence[Any]) -> int:
+    return _int64(repr(tuple(values)).encode("utf-8", "surrogatepass"))
+
+
+def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _marks(items: Sequence[Any]) -> str:
+    return ",".join("?" * len(items))
+
+
+class SideIndex:
+    """The side index of one store, attached to that store's connection."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        self.conn = conn
+        self.path = path
+        self.dirty = False  # changed inside the current transaction
+        self._seen: tuple[int, int] | None = None
+        self._matcher: EntityMatcher | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def attach(self) -> None:
+        """Attach the index file (created 0600 if missing; recreated if unreadable)."""
+        try:
+            self._attach()
+        except sqlite3.DatabaseError:
+            if any(row[1] == "idx" for row in self.conn.execute("PRAGMA database_list")):
+                self.conn.execute("DETACH DATABASE idx")
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(self.path + suffix):
+                    os.unlink(self.path + suffix)
+            self._attach()
+
+    def _attach(self) -> None:
+        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+        self.conn.execute("ATTACH DATABASE ? AS idx", (self.path,))
+        self.conn.execute("PRAGMA idx.journal_mode = WAL")
+        self.conn.execute("PRAGMA idx.synchronous = NORMAL")  # rebuildable: no fsync per commit
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _DDL:
+                self.conn.execute(statement)
+            if self._meta("format") != FORMAT:
+                self._reset()
+                self._set_meta("format", FORMAT)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def _meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM idx.meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO idx.meta VALUES (?, ?)", (key, value))
+
+    def _reset(self) -> None:
+        for table in _TABLES:
+            self.conn.execute(f"DROP TABLE IF EXISTS idx.{table}")
+        self.conn.execute("DELETE FROM idx.meta WHERE key = 'fingerprint'")
+        for statement in _DDL:
+            self.conn.execute(statement)
+        self._matcher = None
+        self.dirty = True
+
+    # -- staleness --------------------------------------------------------------------------
+
+    def _versions(self) -> tuple[int, int]:
+        main = self.conn.execute("PRAGMA main.data_version").fetchone()[0]
+        side = self.conn.execute("PRAGMA idx.data_version").fetchone()[0]
+        return int(main), int(side)
+
+    def needs_sync(self) -> bool:
+        """True when another connection may have changed either file since the last sync."""
+        return self._seen is None or self._versions() != self._seen
+
+    def fingerprint(self) -> list[Any]:
+        """``[row count, max rowid, max updated_at, max oplog id]`` of ``mnemon.db`` (a scan)."""
+        count, top, updated = self.conn.execute(
+            "SELECT count(*), max(rowid), max(updated_at) FROM main.insights"
+        ).fetchone()
+        oplog = self.conn.execute("SELECT max(id) FROM main.oplog").fetchone()[0]
+        return [count, top, updated, oplog]
+
+    def sync(self, *, force: bool = False) -> None:
+        """Inside a write transaction: bring the index in line with ``mnemon.db``."""
+        seen = self._versions()
+        if not force and seen == self._seen:
+            return
+        current = self.fingerprint()
+        stored = self._meta("fingerprint")
+        if force:
+            self._reset()
+        if force or stored is None or json.loads(stored) != current:
+            self._refresh()
+            self._set_meta("fingerprint", json.dumps(current))
+        self._matcher = None
+        self._seen = seen
+
+    def forget_sync(self) -> None:
+        """After a rolled-back transaction that changed the index: check again next time."""
+        self._seen = None
+        self._matcher = None
+        self.dirty = False
+
+    def note_write(self, added: int, updated_at: str | None) -> None:
+        """After our own write in this transaction: carry the stored fingerprint forward."""
+        stored = self._meta("fingerprint")
+        if stored is None:
+            return
+        count, _, top_updated, _ = json.loads(stored)
+        if updated_at is not None and (top_updated is None or updated_at > top_updated):
+            top_updated = updated_at
+        top = self.conn.execute("SELECT max(rowid) FROM main.insights").fetchone()[0]
+        oplog = self.conn.execute("SELECT max(id) FROM main.oplog").fetchone()[0]
+        self._set_meta("fingerprint", json.dumps([count + added, top, top_updated, oplog]))
+
+    def _refresh(self) -> None:
+        rows = self.conn.execute(
+            f"SELECT rowid, {_SIG_COLUMNS} FROM main.insights WHERE deleted_at IS NULL"
+        )
+        active = {row[0]: _sig(row[1:]) for row in rows}
+        indexed = dict(self.conn.execute("SELECT doc, sig FROM idx.docs").fetchall())
+        stale = [doc for doc, sig in indexed.items() if active.get(doc) != sig]
+        fresh = [doc for doc, sig in active.items() if indexed.get(doc) != sig]
+        if len(fresh) > 1000 and 2 * len(fresh) > len(active):
+            self._reset()
+            stale, fresh = [], list(active)
+        self.remove(stale)
+        self.add(sorted(fresh))
+
+    # -- maintenance ------------------------------------------------------------------------
+
+    def add(self, rowids: Sequence[int]) -> None:
+        """Index the insights with these rowids (read from ``mnemon.db``, active ones only)."""
+        for part in _chunks(rowids):
+            self._add_part(part)
+
+    def _add_part(self, rowids: Sequence[int]) -> None:
+        docs: list[tuple[Any, ...]] = []
+        postings: list[tuple[str, int, int, int]] = []
+        ents: list[tuple[str, int]] = []
+        rows = self.conn.execute(
+            f"SELECT {COLUMNS}, {_SIG_COLUMNS} FROM main.insights"
+            f" WHERE rowid IN ({_marks(rowids)}) AND +deleted_at IS NULL",
+            tuple(rowids),
+        )
+        for row in rows:
+            doc, item = row[0], insight(row[:11])
+            tokens = token_set(item.content, *item.tags, *item.entities)
+            keys = sorted({entity_key(e) for e in item.entities})
+            ts = ts_key(item.created_at)
+            docs.append(
+                (
+                    *(doc, item.id, item.category, item.source, item.importance, ts),
+                    *(content_hash(item.content), _sig(row[11:])),
+                    *(" ".join(sorted(tokens)), json.dumps(keys)),
+                )
+            )
+            postings.extend((token, item.importance, ts, doc) for token in tokens)
+            ents.extend((key, doc) for key in keys)
+        if not docs:
+            return
+        self.dirty = True
+        postings.sort()
+        self.conn.executemany("INSERT INTO idx.docs VALUES (?,?,?,?,?,?,?,?,?,?)", docs)
+        self.conn.executemany("INSERT INTO idx.postings VALUES (?,?,?,?)", postings)
+        self.conn.executemany("INSERT INTO idx.ent_postings VALUES (?,?)", ents)
+        self.conn.executemany(
+            "INSERT INTO idx.ents VALUES (?, 1) ON CONFLICT(key) DO UPDATE SET df = df + 1",
+            [(key,) for key, _ in ents],
+        )
+        if self._matcher is not None:
+            for key, _ in ents:
+                self._matcher.add(key)
+
+    def remove(self, docs: Iterable[int]) -> None:
+        """Drop these rowids from the index (missing ones are ignored)."""
+        for doc in docs:
+            row = self.conn.execute(
+                "SELECT imp, ts, tokens, ents FROM idx.docs WHERE doc = ?", (doc,)
+            ).fetchone()
+            if row is None:
+                continue
+            self.dirty = True
+            imp, ts, tokens, keys = row[0], row[1], row[2].split(), json.loads(row[3])
+            self.conn.executemany(
+                "DELETE FROM idx.postings WHERE token = ? AND imp = ? AND ts = ? AND doc = ?",
+                [(token, imp, ts, doc) for token in tokens],
+            )
+            for key in keys:
+                self.conn.execute(
+                    "DELETE FROM idx.ent_postings WHERE key = ? AND doc = ?", (key, doc)
+                )
+                self.conn.execute("UPDATE idx.ents SET df = df - 1 WHERE key = ?", (key,))
+                gone = self.conn.execute("DELETE FROM idx.ents WHERE key = ? AND df <= 0", (key,))
+                if gone.rowcount and self._matcher is not None:
+                    self._matcher.discard(key)
+            self.conn.execute("DELETE FROM idx.docs WHERE doc = ?", (doc,))
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def matcher(self) -> EntityMatcher:
+        """The stored entity keys (cached; kept current by add and remove)."""
+        if self._matcher is None:
+            keys = [key for (key,) in self.conn.execute("SELECT key FROM idx.ents")]
+            self._matcher = EntityMatcher(keys)
+        return self._matcher
+
+    def _ids(self, docs: Sequence[int]) -> list[str]:
+        found: dict[int, str] = {}
+        for part in _chunks(docs):
+            sql = f"SELECT doc, id FROM idx.docs WHERE doc IN ({_marks(part)})"
+            found.update(self.conn.execute(sql, tuple(part)).fetchall())
+        return [found[doc] for doc in docs if doc in found]
+
+    def keyword_top(
+        self, tokens: Iterable[str], k: int, category: str | None, source: str | None
+    ) -> list[str]:
+        """Ids ranked by (token overlap, importance, ts, rowid), at least one token shared."""
+        wanted = sorted(tokens)
+        if not wanted:
+            return []
+        where, args = [f"p.token IN ({_marks(wanted)})"], list[Any](wanted)
+        join = ""
+        if category is not None or source is not None:
+            join = " JOIN idx.docs d ON d.doc = p.doc"
+            for column, value in (("category", category), ("source", source)):
+                if value is not None:
+                    where.append(f"d.{column} = ?")
+                    args.append(value)
+        rows = self.conn.execute(
+            f"SELECT p.doc, count(*) AS n FROM idx.postings p{join} WHERE {' AND '.join(where)}"
+            " GROUP BY p.imp, p.ts, p.doc ORDER BY n DESC, p.imp DESC, p.ts DESC, p.doc DESC"
+            " LIMIT ?",
+            (*args, k),
+        )
+        return self._ids([doc for doc, _ in rows])
+
+    def newest(self, k: int, category: str | None = None, source: str | None = None) -> list[str]:
+        """Ids of the ``k`` newest active insights (ts, then rowid), optionally filtered."""
+        where, args = [], []
+        for column, value in (("category", category), ("source", source)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        sql = f"SELECT id FROM idx.docs{clause} ORDER BY ts DESC, doc DESC LIMIT ?"
+        return [node for (node,) in self.conn.execute(sql, (*args, k))]
+
+    def tokens(self, ids: Sequence[str]) -> dict[str, frozenset[str]]:
+        out: dict[str, frozenset[str]] = {}
+        for part in _chunks(ids):
+            sql = f"SELECT id, tokens FROM idx.docs WHERE id IN ({_marks(part)})"
+            for node, text in self.conn.execute(sql, tuple(part)):
+                out[node] = frozenset(text.split())
+        return out
+
+    def duplicate(self, content: str) -> str | None:
+        """The oldest active insight whose content is byte-identical to ``content``."""
+        row = self.conn.execute(
+            "SELECT i.id FROM idx.docs d JOIN main.insights i ON i.rowid = d.doc"
+            " WHERE d.hash = ? AND i.content = ? AND +i.deleted_at IS NULL ORDER BY d.doc LIMIT 1",
+            (content_hash(content), content),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def latest_of_source(self, source: str, exclude: int) -> tuple[str, int] | None:
+        """(id, ts) of the newest active insight from ``source`` other than ``exclude``."""
+        row = self.conn.execute(
+            "SELECT id, ts FROM idx.docs WHERE source = ? AND doc != ?"
+            " ORDER BY ts DESC, doc DESC LIMIT 1",
+            (source, exclude),
+        ).fetchone()
+        return None if row is None else (str(row[0]), int(row[1]))
+
+    def window(self, low: int, high: int, k: int, exclude: int) -> list[tuple[str, int]]:
+        """(id, ts) of up to ``k`` newest insights created within ``[low, high]``."""
+        rows = self.conn.execute(
+            "SELECT id, ts FROM idx.docs WHERE ts BETWEEN ? AND ? AND doc != ?"
+            " ORDER BY ts DESC, doc DESC LIMIT ?",
+            (low, high, exclude, k),
+        )
+        return [(str(node), int(ts)) for node, ts in rows]
+
+    def with_entity(self, key: str, k: int, exclude: int) -> list[str]:
+        """Ids of the ``k`` most recently written insights carrying the entity ``key``."""
+        docs = self.conn.execute(
+            "SELECT doc FROM idx.ent_postings WHERE key = ? AND doc != ?"
+            " ORDER BY doc DESC LIMIT ?",
+            (key, exclude, k),
+        )
+        return self._ids([doc for (doc,) in docs])
+
+    def last_written(self, k: int, exclude: int) -> list[tuple[str, int, int, frozenset[str]]]:
+        """(id, ts, rowid, tokens) of the ``k`` most recently written other insights."""
+        rows = self.conn.execute(
+            "SELECT id, ts, doc, tokens FROM idx.docs WHERE doc != ? ORDER BY doc DESC LIMIT ?",
+            (exclude, k),
+        )
+        return [(str(a), int(b), int(c), frozenset(d.split())) for a, b, c, d in rows]
+
+    def timeline(self, source: str) -> list[str]:
+        """Ids of the source's active insights, oldest first (ts, then rowid)."""
+        rows = self.conn.execute(
+            "SELECT id FROM idx.docs WHERE source = ? ORDER BY ts, doc", (source,)
+        )
+        return [node for (node,) in rows]

@@ -1,0 +1,344 @@
+"""``EmbeddedStore``: the ``LongTermStore`` port over Mnemon-compatible SQLite files.
+
+Theory of operation
+-------------------
+A space is a Mnemon store: the directory ``<root>/data/<space>/`` holding ``mnemon.db`` (shared
+with the real Mnemon, schema in :mod:`.schema`) and our rebuildable side index (:mod:`.sideindex`).
+Directories we create are 0700 and files 0600 (SQLite gives ``-wal`` and ``-shm`` the mode of
+their database).
+
+Each space gets one connection (:class:`handles.Handle`), opened on first use, reopened when
+the file was replaced, and kept until :meth:`EmbeddedStore.close` (which checkpoints the WAL with
+``TRUNCATE`` so backups see one clean file). A process-wide re-entrant lock per store file
+serialises our own threads and instances; SQLite's busy timeout (5 s) covers other processes.
+Lock order, everywhere: this object's guard of its handle table, then a store's file lock.
+Writes run in one ``BEGIN IMMEDIATE`` transaction and reads in a deferred one (see
+:mod:`.handles`). Time comes only from the injected clock, read once per operation.
+
+Errors: arguments are validated (:mod:`.checks`) before any lock or transaction, so
+``InvalidInput`` means nothing changed; an unknown space is ``UnknownSpace``; a missing or
+deleted insight ``UnknownInsight``; every ``sqlite3`` or operating-system failure becomes
+``StorageError`` with the original as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+import attrs
+
+from ...errors import InvalidInput, UnknownSpace
+from ...ports import Clock
+from .. import checks
+from ..values import (
+    Capabilities,
+    ForgetReceipt,
+    GraphSnapshot,
+    ImportDraft,
+    ImportReport,
+    Insight,
+    LinkReceipt,
+    RecallResult,
+    RelatedHit,
+    RememberReceipt,
+    SpaceStatus,
+)
+from . import reads, writes
+from .handles import Handle, file_lock, mkdir_private, storage_error
+from .sideindex import SideIndex
+from .tx import Tx
+
+__all__ = ["DB_FILE", "EmbeddedStore"]
+
+T = TypeVar("T")
+DB_FILE = "mnemon.db"
+_OPLOG_NAMES = {"smart": "recall", "basic": "recall:basic", "keyword": "search"}
+
+
+class EmbeddedStore:
+    """Memory Spaces of one storage root as Mnemon stores (the default long-term store).
+
+    Args:
+        root: the storage root; spaces live in ``<root>/data/<space>/mnemon.db``.
+        clock: the source of every timestamp written.
+        prune_ceiling: auto-prune when a space holds more active insights than this; 0 (the
+            default) turns auto-prune off. Mnemon's own default is 1000.
+    """
+
+    def __init__(self, root: str | Path, clock: Clock, *, prune_ceiling: int = 0) -> None:
+        if isinstance(prune_ceiling, bool) or not isinstance(prune_ceiling, int):
+            raise InvalidInput("prune_ceiling must be an integer")
+        if prune_ceiling < 0:
+            raise InvalidInput("prune_ceiling must be 0 (off) or positive")
+        self._root = Path(root)
+        self._clock = clock
+        self._ceiling = prune_ceiling
+        self._handles: dict[str, Handle] = {}
+        self._guard = threading.Lock()
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities()
+
+    def _db(self, space: str) -> Path:
+        return self._root / "data" / space / DB_FILE
+
+    def _handle(self, space: str) -> Handle:
+        db = self._db(checks.space_id(space))
+        try:
+            info = os.stat(db)
+        except FileNotFoundError:
+            raise UnknownSpace(f"no space {space!r}") from None
+        except OSError as exc:
+            raise storage_error(f"opening space {space!r}", exc) from exc
+        identity = (info.st_dev, info.st_ino)
+        with self._guard:
+            handle = self._handles.get(space)
+            if handle is not None and handle.identity == identity and not handle.closed:
+                return handle
+            if handle is not None:
+                with handle.lock:
+                    handle.close(checkpoint=False)
+            handle = Handle.open(db, identity, f"data/{space}/{DB_FILE}")
+            self._handles[space] = handle
+            return handle
+
+    @contextmanager
+    def _locked(self, space: str, what: str) -> Iterator[Handle]:
+        while True:
+            handle = self._handle(space)
+            with handle.lock:
+                if handle.closed:
+                    continue
+                try:
+                    yield handle
+                except (sqlite3.Error, OSError) as exc:
+                    raise storage_error(f"{what} on space {space!r}", exc) from exc
+                return
+
+    def _write(self, space: str, what: str, body: Callable[[Tx], T]) -> T:
+        with self._locked(space, what) as handle:
+            return handle.write(body, self._clock)
+
+    def _read(self, space: str, what: str, body: Callable[[Handle], T], *, index: bool) -> T:
+        with self._locked(space, what) as handle:
+            return handle.read(body, self._clock, sync_index=index)
+
+    def close(self) -> None:
+        """Checkpoint (``TRUNCATE``) and close every open space; the store stays usable."""
+        with self._guard:
+            handles, self._handles = list(self._handles.values()), {}
+        failure: BaseException | None = None
+        for handle in handles:
+            with handle.lock:
+                try:
+                    handle.close(checkpoint=True)
+                except sqlite3.Error as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise storage_error("closing the store", failure) from failure
+
+    def __enter__(self) -> EmbeddedStore:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- spaces -------------------------------------------------------------------------------
+
+    def spaces(self) -> tuple[str, ...]:
+        data = self._root / "data"
+        try:
+            names = os.listdir(data)
+        except FileNotFoundError:
+            return ()
+        except OSError as exc:
+            raise storage_error("listing spaces", exc) from exc
+        return tuple(
+            sorted(
+                name
+                for name in names
+                if checks.SPACE_ID.fullmatch(name) and (data / name / DB_FILE).is_file()
+            )
+        )
+
+    def create_space(self, space: str) -> None:
+        db = self._db(checks.space_id(space))
+        try:
+            for directory in (self._root, db.parent.parent, db.parent):
+                mkdir_private(directory)
+            os.close(os.open(db, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            raise InvalidInput(f"space {space!r} already exists") from None
+        except OSError as exc:
+            raise storage_error(f"creating space {space!r}", exc) from exc
+        try:
+            self._handle(space)  # creates the schema and the side index
+        except BaseException:
+            with self._guard:
+                self._handles.pop(space, None)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+            raise
+
+    def delete_space(self, space: str) -> None:
+        db = self._db(checks.space_id(space))
+        with self._guard:  # lock order everywhere: the guard, then a store's file lock
+            handle = self._handles.pop(space, None)
+        with file_lock(db):
+            if handle is not None:
+                handle.close(checkpoint=False)
+            if not db.is_file():
+                raise UnknownSpace(f"no space {space!r}")
+            try:
+                shutil.rmtree(db.parent)
+            except OSError as exc:
+                raise storage_error(f"deleting space {space!r}", exc) from exc
+
+    def rebuild_index(self, space: str) -> None:
+        """Rebuild the space's side index from ``mnemon.db`` (never needed for correctness
+        after changes that touch a fingerprint column; see :mod:`.sideindex`)."""
+        self._write(space, "rebuild_index", lambda tx: tx.index.sync(force=True))
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def status(self, space: str) -> SpaceStatus:
+        return self._read(space, "status", lambda h: reads.status(h.conn, h.db_path), index=False)
+
+    def recall(
+        self,
+        space: str,
+        query: str,
+        *,
+        mode: str = "smart",
+        limit: int = 10,
+        category: str | None = None,
+        source: str | None = None,
+        intent: str | None = None,
+        readonly: bool = False,
+    ) -> RecallResult:
+        query = checks.query(query)
+        mode = checks.mode(mode)
+        limit = checks.limit(limit)
+        category = checks.category_filter(category)
+        source = checks.source_filter(source)
+        intent = checks.intent(intent)
+
+        def run(conn: sqlite3.Connection, index: SideIndex) -> RecallResult:
+            return reads.recall_rows(
+                conn,
+                index,
+                query,
+                mode=mode,
+                limit=limit,
+                category=category,
+                source=source,
+                intent=intent,
+            )
+
+        if readonly:
+            return self._read(
+                space, "recall", lambda h: run(h.conn, h.index), index=mode != "basic"
+            )
+
+        def counted(tx: Tx) -> RecallResult:
+            result = run(tx.conn, tx.index)
+            now = writes.count_access(
+                tx, [hit.insight for hit in result.hits], _OPLOG_NAMES[mode], query
+            )
+            hits = tuple(attrs.evolve(hit, insight=now[hit.insight.id]) for hit in result.hits)
+            return attrs.evolve(result, hits=hits)
+
+        return self._write(space, "recall", counted)
+
+    def related(
+        self, space: str, insight_id: str, *, depth: int = 2, edge_type: str | None = None
+    ) -> tuple[RelatedHit, ...]:
+        start = checks.insight_id(insight_id)
+        depth = checks.depth(depth)
+        kind = None if edge_type is None else checks.edge_type(edge_type)
+        return self._read(
+            space, "related", lambda h: reads.related(h.conn, start, depth, kind), index=False
+        )
+
+    def list(
+        self,
+        space: str,
+        *,
+        query: str | None = None,
+        category: str | None = None,
+        limit: int = 100_000,
+    ) -> tuple[Insight, ...]:
+        text = "" if query is None else checks.query(query)
+        category = checks.category_filter(category)
+        limit = checks.limit(limit)
+        return self._read(
+            space,
+            "list",
+            lambda h: tuple(reads.list_rows(h.conn, text, category, None, limit)),
+            index=False,
+        )
+
+    def graph(self, space: str) -> GraphSnapshot:
+        return self._read(space, "graph", lambda h: reads.graph(h.conn), index=False)
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def remember(
+        self,
+        space: str,
+        content: str,
+        *,
+        category: str = "general",
+        importance: int = 3,
+        tags: tuple[str, ...] = (),
+        entities: tuple[str, ...] = (),
+        source: str = "user",
+    ) -> RememberReceipt:
+        item = checks.prepare(content, category, importance, tags, entities, source)
+        return self._write(space, "remember", lambda tx: writes.remember(tx, item, self._ceiling))
+
+    def link(
+        self,
+        space: str,
+        source_id: str,
+        target_id: str,
+        *,
+        edge_type: str = "semantic",
+        weight: float = 0.5,
+        reason: str | None = None,
+    ) -> LinkReceipt:
+        src, dst = checks.insight_id(source_id), checks.insight_id(target_id)
+        if src == dst:
+            raise InvalidInput("an insight cannot be linked to itself")
+        kind, value = checks.edge_type(edge_type), checks.weight(weight)
+        why = checks.reason(reason)
+        return self._write(space, "link", lambda tx: writes.link(tx, src, dst, kind, value, why))
+
+    def forget(self, space: str, insight_id: str) -> ForgetReceipt:
+        node = checks.insight_id(insight_id)
+        return self._write(space, "forget", lambda tx: writes.forget(tx, node))
+
+    def import_draft(self, space: str, draft: ImportDraft) -> ImportReport:
+        items, draft_edges = checks.draft(draft)
+        return self._write(
+            space,
+            "import",
+            lambda tx: writes.import_draft(tx, items, draft_edges, self._ceiling),
+        )

@@ -1,0 +1,154 @@
+"""Built-in deterministic workers: the embedded default, no LLM and no network.
+
+They implement the ``Workers`` port like any model would: they read the structured request
+data, use only the tools of their tool box, and return a result that goes through exactly the
+same host checks as an LLM's.
+
+- recall: lists the spaces, picks the active ones whose name and description share words with
+  the query (all active ones when none does), recalls there and returns the hits in order;
+- write: for a remember, writes to the named space or else the one whose name and description
+  share the most words with the content (creating a general space in a root that has none),
+  skips content already stored there verbatim; link, forget and the space operations map to
+  their one tool;
+- answer: extractive: the evidence sharing the most words with the question, cited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..text import words
+from .port import ToolBox, WorkerRequest
+
+__all__ = ["BuiltinWorkers"]
+
+GENERAL_SPACE = (
+    "General memory",
+    "Durable facts, decisions and preferences with no narrower home.",
+)
+ANSWER_EVIDENCE = 3  # how many best-matching evidence items the extractive answer quotes
+_PAST = {
+    "link": "linked",
+    "forget": "forgotten",
+    "create": "created",
+    "update": "updated",
+    "merge": "merged",
+}
+
+
+def _overlap(text: str, space: Mapping[str, Any]) -> int:
+    return len(words(text) & words(f"{space['name']} {space['description']}"))
+
+
+class BuiltinWorkers:
+    """Deterministic implementations of the recall, write and answer workers."""
+
+    def run(self, request: WorkerRequest, tools: ToolBox) -> object:
+        handler = getattr(self, f"_{request.kind}", None)
+        if handler is None:
+            raise ValueError(f"no built-in worker for {request.kind!r}")
+        result: object = handler(request.data, tools)
+        return result
+
+    def _recall(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
+        spaces = [s for s in tools.call("mnemon_memory_bodies", {}) if s["active"]]
+        wanted = data.get("memoryBodyIds") or [
+            s["id"] for s in spaces if _overlap(data["query"], s) > 0
+        ]
+        keys = ("query", "mode", "limit", "category", "source", "intent")
+        arguments = {k: data[k] for k in keys if data.get(k) is not None}
+        found = tools.call("mnemon_recall", {**arguments, "memoryBodyIds": wanted or None})
+        hits = found["results"]
+        searched = wanted or [s["id"] for s in spaces]
+        return {
+            "summary": f"{len(hits)} result(s) from {len(searched)} space(s).",
+            "selectedMemoryBodyIds": searched,
+            "results": [{"id": h["id"], "memoryBodyId": h["memoryBodyId"]} for h in hits],
+        }
+
+    def _write(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
+        operation = data["operation"]
+        if operation == "remember":
+            return self._remember(data, tools)
+        tool = {
+            "link": "mnemon_link",
+            "forget": "mnemon_forget",
+            "create": "mnemon_memory_body_create",
+            "update": "mnemon_memory_body_update",
+            "merge": "mnemon_memory_body_merge",
+        }[operation]
+        arguments = {k: v for k, v in data.items() if k != "operation" and v is not None}
+        receipt = tools.call(tool, arguments)
+        space = receipt.get("memoryBodyId") or data.get("memoryBodyId") or data.get("targetId")
+        action = _PAST[operation]
+        return {
+            "summary": f"{action.capitalize()} as requested.",
+            "action": action,
+            "memoryBodyIds": [space] if space else [],
+        }
+
+    def _remember(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
+        content: str = data["content"]
+        space_id: str = data.get("memoryBodyId") or self._choose_space(content, tools)
+        if space_id == "default" and not tools.call("mnemon_memory_bodies", {}):
+            space_id = self._create_general(tools)  # the first space of a root is "default"
+        if not space_id.startswith("pending-space-") and self._stored(content, space_id, tools):
+            return {
+                "summary": "Already stored verbatim; nothing written.",
+                "action": "skipped",
+                "memoryBodyIds": [],
+            }
+        keys = ("category", "importance", "tags", "entities", "source")
+        arguments = {k: data[k] for k in keys if data.get(k) is not None}
+        tools.call("mnemon_remember", {**arguments, "content": content, "memoryBodyId": space_id})
+        return {"summary": "Stored the memory.", "action": "stored", "memoryBodyIds": [space_id]}
+
+    def _choose_space(self, content: str, tools: ToolBox) -> str:
+        """The space sharing the most words with ``content``; a new general one if none."""
+        spaces = tools.call("mnemon_memory_bodies", {})
+        if spaces:
+            best = max(spaces, key=lambda s: (_overlap(content, s), s["active"], s["id"]))
+            return str(best["id"])
+        return self._create_general(tools)
+
+    @staticmethod
+    def _create_general(tools: ToolBox) -> str:
+        name, description = GENERAL_SPACE
+        created = tools.call(
+            "mnemon_memory_body_create", {"name": name, "description": description, "active": True}
+        )
+        return str(created["memoryBodyId"])
+
+    def _stored(self, content: str, space_id: str, tools: ToolBox) -> bool:
+        """Whether ``content`` is already an insight of the space, verbatim."""
+        if not self._active(space_id, tools):
+            return False
+        found = tools.call(
+            "mnemon_recall",
+            {"query": content[:2000], "mode": "basic", "limit": 50, "memoryBodyIds": [space_id]},
+        )
+        return any(h["content"] == content.strip() for h in found["results"])
+
+    @staticmethod
+    def _active(space_id: str, tools: ToolBox) -> bool:
+        return any(
+            s["id"] == space_id and s["active"] for s in tools.call("mnemon_memory_bodies", {})
+        )
+
+    def _answer(self, data: Mapping[str, Any], _: ToolBox) -> dict[str, Any]:
+        question = words(data["question"])
+        evidence: Sequence[Mapping[str, Any]] = data["evidence"]
+        ranked = sorted(
+            (e for e in evidence if question & words(e["content"])),
+            key=lambda e: -len(question & words(e["content"])),
+        )[:ANSWER_EVIDENCE]
+        if not ranked:
+            return {
+                "answer": "The stored evidence does not answer this question.",
+                "citations": [],
+            }
+        return {
+            "answer": " ".join(e["content"] for e in ranked),
+            "citations": [e["label"] for e in ranked],
+        }

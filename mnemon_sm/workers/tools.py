@@ -1,0 +1,348 @@
+"""The scoped tool box a worker gets for one run: grants, a ledger, staged writes.
+
+Theory of operation
+-------------------
+:class:`ScopedTools` exposes exactly the granted tools. A call to any other name raises
+``ToolRefused`` and is remembered, so the run fails even if the worker ignores the error.
+Arguments are validated strictly (unknown keys refused) before the deterministic service sees
+them. Every read result is written to a ledger: the host later accepts only evidence that a
+tool of this run really returned, and takes its content from the ledger, never from the
+worker's output.
+
+Writes are staged, not executed: a write tool checks its arguments exactly as the service will
+and answers with a provisional id (``pending-1``; a space created in the run is
+``pending-space-1``), which later staged writes of the same run may use. After the worker's
+result passed every host check, :meth:`ScopedTools.apply` executes the staged writes in order
+through the service; if the result is refused, nothing was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from ..convert import StructureFailed, register_camel_case, structure
+from ..errors import InvalidInput, MnemonError, ToolRefused
+from ..longterm.service import LongTermService, SearchHit
+
+__all__ = ["READ_TOOLS", "WRITE_TOOLS", "AppliedWrite", "ScopedTools"]
+
+
+@attrs.frozen
+class RecallArgs:
+    query: str
+    memory_body_ids: list[str] | None = None
+    mode: str | None = None
+    limit: int | None = None
+    category: str | None = None
+    source: str | None = None
+    intent: str | None = None
+
+
+@attrs.frozen
+class RelatedArgs:
+    memory_body_id: str
+    id: str
+    depth: int = 2
+    edge: str | None = None
+
+
+@attrs.frozen
+class RememberArgs:
+    content: str
+    memory_body_id: str | None = None
+    category: str = "general"
+    importance: int = 3
+    tags: list[str] = attrs.Factory(list)
+    entities: list[str] = attrs.Factory(list)
+    source: str = "agent"
+
+
+@attrs.frozen
+class LinkArgs:
+    source_id: str
+    target_id: str
+    memory_body_id: str | None = None
+    type: str = "semantic"
+    weight: float = 0.5
+    reason: str | None = None
+
+
+@attrs.frozen
+class ForgetArgs:
+    id: str
+    memory_body_id: str | None = None
+
+
+@attrs.frozen
+class BodyCreateArgs:
+    name: str
+    description: str
+    active: bool = False
+
+
+@attrs.frozen
+class BodyUpdateArgs:
+    memory_body_id: str
+    name: str | None = None
+    description: str | None = None
+    active: bool | None = None
+
+
+@attrs.frozen
+class BodyMergeArgs:
+    target_id: str
+    source_ids: list[str]
+    deactivate_sources: bool = True
+
+
+@attrs.frozen
+class NoArgs:
+    pass
+
+
+for _cls in (
+    RecallArgs,
+    RelatedArgs,
+    RememberArgs,
+    LinkArgs,
+    ForgetArgs,
+    BodyCreateArgs,
+    BodyUpdateArgs,
+    BodyMergeArgs,
+):
+    register_camel_case(_cls)
+
+READ_TOOLS = ("mnemon_memory_bodies", "mnemon_recall", "mnemon_related")
+WRITE_TOOLS = (
+    "mnemon_remember",
+    "mnemon_link",
+    "mnemon_forget",
+    "mnemon_memory_body_create",
+    "mnemon_memory_body_update",
+    "mnemon_memory_body_merge",
+)
+_ARGS: dict[str, type] = {
+    "mnemon_memory_bodies": NoArgs,
+    "mnemon_recall": RecallArgs,
+    "mnemon_related": RelatedArgs,
+    "mnemon_remember": RememberArgs,
+    "mnemon_link": LinkArgs,
+    "mnemon_forget": ForgetArgs,
+    "mnemon_memory_body_create": BodyCreateArgs,
+    "mnemon_memory_body_update": BodyUpdateArgs,
+    "mnemon_memory_body_merge": BodyMergeArgs,
+}
+# What each write tool's receipt counts as, for checking the worker's claimed action.
+TOOL_ACTIONS = {
+    "mnemon_remember": ("stored", "added"),
+    "mnemon_link": ("linked",),
+    "mnemon_forget": ("forgotten",),
+    "mnemon_memory_body_create": ("created",),
+    "mnemon_memory_body_update": ("updated",),
+    "mnemon_memory_body_merge": ("merged",),
+}
+
+
+@attrs.frozen
+class StagedWrite:
+    tool: str
+    args: Any
+    pending_id: str | None  # provisional id handed to the worker, if any
+
+
+@attrs.frozen
+class AppliedWrite:
+    tool: str
+    receipt: dict[str, Any]
+    space_id: str
+
+
+class ScopedTools:
+    """One run's tools over a ``LongTermService``."""
+
+    def __init__(
+        self, service: LongTermService, granted: tuple[str, ...], *, readonly: bool = False
+    ) -> None:
+        unknown = set(granted) - set(_ARGS)
+        if unknown:
+            raise ValueError(f"unknown tools: {sorted(unknown)}")
+        self._service, self._granted = service, tuple(granted)
+        self._readonly = readonly  # reads count no access (a write worker's checks)
+        self.refused: list[str] = []
+        self.evidence: dict[tuple[str, str], dict[str, Any]] = {}  # (space, id) -> hit json
+        self.staged: list[StagedWrite] = []
+        self._search_hits: dict[tuple[str, str], SearchHit] = {}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self._granted
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        if name not in self._granted:
+            self.refused.append(name)
+            raise ToolRefused(f"tool {name!r} is not granted to this worker")
+        if not isinstance(arguments, Mapping):
+            raise InvalidInput(f"{name}: arguments must be a JSON object")
+        try:
+            args: Any = structure(dict(arguments), _ARGS[name])
+        except (StructureFailed, TypeError) as exc:
+            problems = exc.problems if isinstance(exc, StructureFailed) else [str(exc)]
+            raise InvalidInput(f"{name}: {'; '.join(problems)}") from None
+        handler: Callable[[Any], Any] = getattr(self, "_" + name.removeprefix("mnemon_"))
+        return handler(args)
+
+    def hit(self, space_id: str, insight_id: str) -> SearchHit | None:
+        """A search hit this run's recall returned (None when it returned none like it)."""
+        return self._search_hits.get((space_id, insight_id))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _memory_bodies(self, _: NoArgs) -> list[dict[str, Any]]:
+        caps = attrs.asdict(self._service.store.capabilities)
+        return [{**s.to_json(), "capabilities": caps} for s in self._service.spaces()]
+
+    def _recall(self, a: RecallArgs) -> dict[str, Any]:
+        result = self._service.search(
+            a.query,
+            space_ids=a.memory_body_ids,
+            mode=a.mode or "smart",
+            limit=a.limit,
+            category=a.category,
+            source=a.source,
+            intent=a.intent,
+            readonly=self._readonly,
+        )
+        for hit in result.hits:
+            key = (hit.space_id, hit.insight.id)
+            self._search_hits[key] = hit
+            self.evidence[key] = hit.to_json()
+        return result.to_json()
+
+    def _related(self, a: RelatedArgs) -> list[dict[str, Any]]:
+        rows = self._service.related(a.memory_body_id, a.id, depth=a.depth, edge_type=a.edge)
+        for row in rows:
+            self.evidence[(row["memoryBodyId"], row["id"])] = row
+        return rows
+
+    # -- staged writes ---------------------------------------------------------------------
+
+    def _stage(self, tool: str, args: Any, prefix: str | None) -> dict[str, Any]:
+        pending = None if prefix is None else f"{prefix}-{len(self.staged) + 1}"
+        self.staged.append(StagedWrite(tool, args, pending))
+        out: dict[str, Any] = {"status": "staged", "tool": tool}
+        if pending is not None:
+            out["id" if prefix == "pending" else "memoryBodyId"] = pending
+        return out
+
+    def _remember(self, a: RememberArgs) -> dict[str, Any]:
+        self._service.check_remember(
+            a.content,
+            space_id=a.memory_body_id,
+            pending=self._pending(a.memory_body_id),
+            category=a.category,
+            importance=a.importance,
+            tags=a.tags,
+            entities=a.entities,
+            source=a.source,
+        )
+        return self._stage("mnemon_remember", a, "pending")
+
+    def _link(self, a: LinkArgs) -> dict[str, Any]:
+        pending = self._pending(a.memory_body_id)
+        self._service.check_link(a.memory_body_id, a.type, a.weight, pending=pending)
+        return self._stage("mnemon_link", a, None)
+
+    def _forget(self, a: ForgetArgs) -> dict[str, Any]:
+        pending = self._pending(a.memory_body_id)
+        self._service.check_write_target(a.memory_body_id, pending=pending)
+        return self._stage("mnemon_forget", a, None)
+
+    def _memory_body_create(self, a: BodyCreateArgs) -> dict[str, Any]:
+        self._service.check_space_text(a.name, a.description)
+        return self._stage("mnemon_memory_body_create", a, "pending-space")
+
+    def _memory_body_update(self, a: BodyUpdateArgs) -> dict[str, Any]:
+        pending = self._pending(a.memory_body_id)
+        self._service.check_write_target(a.memory_body_id, pending=pending)
+        return self._stage("mnemon_memory_body_update", a, None)
+
+    def _memory_body_merge(self, a: BodyMergeArgs) -> dict[str, Any]:
+        self._service.check_write_target(a.target_id, pending=self._pending(a.target_id))
+        return self._stage("mnemon_memory_body_merge", a, None)
+
+    def _pending(self, space: str | None) -> bool:
+        """Whether ``space`` is a space created earlier in this run (checked when applied)."""
+        if space is None or not space.startswith("pending-space-"):
+            return False
+        if space not in {w.pending_id for w in self.staged}:
+            raise InvalidInput(f"unknown pending memory body: {space}")
+        return True
+
+    # -- applying --------------------------------------------------------------------------
+
+    def apply(self) -> list[AppliedWrite]:
+        """Execute the staged writes in order; provisional ids become real ones.
+
+        Raises:
+            MnemonError: a write failed; the writes before it stay applied (they are listed
+                on the exception as ``applied``).
+        """
+        ids: dict[str, str] = {}
+        applied: list[AppliedWrite] = []
+
+        def real(value: str | None) -> str | None:
+            return ids.get(value, value) if value is not None else None
+
+        service = self._service
+        try:
+            for w in self.staged:
+                a = w.args
+                if w.tool == "mnemon_remember":
+                    receipt = service.remember(
+                        a.content,
+                        space_id=real(a.memory_body_id),
+                        category=a.category,
+                        importance=a.importance,
+                        tags=a.tags,
+                        entities=a.entities,
+                        source=a.source,
+                    )
+                elif w.tool == "mnemon_link":
+                    receipt = service.link(
+                        real(a.memory_body_id),
+                        real(a.source_id) or "",
+                        real(a.target_id) or "",
+                        edge_type=a.type,
+                        weight=a.weight,
+                        reason=a.reason,
+                    )
+                elif w.tool == "mnemon_forget":
+                    receipt = service.forget(real(a.memory_body_id), real(a.id) or "")
+                elif w.tool == "mnemon_memory_body_create":
+                    space = service.create_space(a.name, a.description, active=a.active)
+                    receipt = {**space.to_json(), "memoryBodyId": space.id}
+                elif w.tool == "mnemon_memory_body_update":
+                    space = service.update_space(
+                        real(a.memory_body_id) or "",
+                        name=a.name,
+                        description=a.description,
+                        active=a.active,
+                    )
+                    receipt = {**space.to_json(), "memoryBodyId": space.id}
+                else:
+                    receipt = service.merge_spaces(
+                        real(a.target_id) or "",
+                        [real(s) or "" for s in a.source_ids],
+                        deactivate_sources=a.deactivate_sources,
+                    )
+                if w.pending_id is not None:
+                    key = "memoryBodyId" if w.pending_id.startswith("pending-space") else "id"
+                    ids[w.pending_id] = receipt[key]
+                applied.append(AppliedWrite(w.tool, receipt, receipt["memoryBodyId"]))
+        except MnemonError as exc:
+            exc.applied = applied  # type: ignore[attr-defined]
+            raise
+        return applied

@@ -1,0 +1,44 @@
+"""The long-term port contract against every adapter: the embedded store, the in-memory fake,
+and the fault-injecting wrapper around each with no fault planned."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from mnemon_sm.longterm.port import LongTermStore
+from mnemon_sm.longterm.sqlite import EmbeddedStore
+from mnemon_sm.longterm.values import ForgetReceipt
+from mnemon_sm.testing.contract import check_long_term_contract
+from mnemon_sm.testing.faults import FaultInjector, FaultyPort
+from mnemon_sm.testing.longterm import MemoryLongTermStore
+from mnemon_sm.testing.memory import FakeClock
+
+Maker = Callable[[Path], Any]
+
+ADAPTERS: dict[str, Maker] = {
+    "embedded": lambda root: EmbeddedStore(root, FakeClock()),
+    "memory": lambda root: MemoryLongTermStore(FakeClock()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+@pytest.mark.parametrize("faulty", [False, True], ids=["plain", "faulty-no-faults"])
+def test_adapter_keeps_the_long_term_contract(tmp_path: Path, name: str, faulty: bool) -> None:
+    store = ADAPTERS[name](tmp_path)
+    if faulty:
+        store = FaultyPort("long_term", store, FaultInjector())
+    check_long_term_contract(cast(LongTermStore, store))
+
+
+def test_the_contract_can_fail() -> None:
+    class ForgetsNothing(MemoryLongTermStore):
+        def forget(self, space: str, insight_id: str) -> ForgetReceipt:
+            self._active(space, insight_id)
+            return ForgetReceipt(insight_id)  # claims it, does nothing
+
+    with pytest.raises(AssertionError, match="forget"):
+        check_long_term_contract(ForgetsNothing(FakeClock()))

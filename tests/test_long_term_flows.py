@@ -1,0 +1,353 @@
+"""Stories of the long-term flows on the recording fakes: every outcome edge, and the port
+calls each state makes against what its spec declares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+
+from mnemon_sm import (
+    Config,
+    IllegalEvent,
+    InactiveSpace,
+    InvalidInput,
+    MemoryRoot,
+    ReadOnly,
+    UnknownInsight,
+    UnknownSpace,
+    WorkerFailed,
+)
+from mnemon_sm.engine.spec import load_flow
+from mnemon_sm.testing.longterm import ScriptedWorkers
+from mnemon_sm.testing.memory import memory_ports
+from mnemon_sm.workers.builtin import BuiltinWorkers
+from mnemon_sm.workers.port import ToolBox, WorkerRequest
+
+Script = Callable[[WorkerRequest, ToolBox], object]
+
+
+def scripted(scripts: dict[str, Script]) -> ScriptedWorkers:
+    """Workers that run ``scripts`` where given and the built-in workers elsewhere."""
+    builtin = BuiltinWorkers()
+    return ScriptedWorkers({k: scripts.get(k, builtin.run) for k in ("recall", "write", "answer")})
+
+
+def seeded(scripts: dict[str, Script] | None = None, config: Config | None = None):
+    """A root with a "default" space holding three facts and an inactive second space,
+    seeded with the built-in workers, then reopened with ``scripts`` and ``config``."""
+    ports, log = memory_ports()
+    lt = MemoryRoot.open("/unused", Config(), ports=ports).long_term
+    lt.remember("The deploy script lives in tools/deploy.sh", space="default")
+    lt.remember("Releases are cut every second Tuesday", space="default")
+    lt.remember("The staging database runs on port 5433", space="default")
+    lt.create_space("Design notes", "Architecture decisions and trade-offs")
+    if scripts is not None:
+        ports = attrs.evolve(ports, workers=scripted(scripts))
+    return MemoryRoot.open("/unused", config or Config(), ports=ports), ports, log
+
+
+def snapshot(ports: Any) -> tuple[Any, ...]:
+    store = ports.long_term
+    data = {k: (dict(v.insights), dict(v.deleted), dict(v.edges)) for k, v in store.data.items()}
+    return dict(ports.files.files), data
+
+
+# -- recall ------------------------------------------------------------------------------
+
+
+def test_recall_returns_checked_evidence_and_rests_in_idle() -> None:
+    root, _, _ = seeded()
+    answer = root.long_term.recall("where is the deploy script")
+    assert [r["content"] for r in answer.results] == ["The deploy script lives in tools/deploy.sh"]
+    item = answer.results[0]
+    assert (item["memoryBodyId"], item["memoryBodyName"]) == ("default", "General memory")
+    assert item["relevanceTier"] in ("high", "medium")
+    assert root.long_term._recall.state == "idle"
+
+
+def test_recall_takes_content_from_the_tools_not_from_the_worker() -> None:
+    def lying(request: WorkerRequest, tools: ToolBox) -> object:
+        found = tools.call("mnemon_recall", {"query": "deploy"})
+        hit = found["results"][0]
+        return {
+            "summary": "found",
+            "selectedMemoryBodyIds": ["default"],
+            "results": [{"id": hit["id"], "memoryBodyId": hit["memoryBodyId"]}],
+        }
+
+    root, _, _ = seeded({"recall": lying})
+    (item,) = root.long_term.recall("deploy").results
+    assert item["content"] == "The deploy script lives in tools/deploy.sh"
+
+
+def test_recall_rejects_evidence_no_tool_returned() -> None:
+    def inventing(request: WorkerRequest, tools: ToolBox) -> object:
+        return {
+            "summary": "",
+            "selectedMemoryBodyIds": [],
+            "results": [{"id": "made-up", "memoryBodyId": "default"}],
+        }
+
+    root, _, _ = seeded({"recall": inventing})
+    with pytest.raises(WorkerFailed, match="no tool of its run returned"):
+        root.long_term.recall("deploy")
+    assert root.long_term._recall.state == "idle"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        lambda r, t: (_ for _ in ()).throw(TimeoutError("model timed out")),
+        lambda r, t: None,
+        lambda r, t: {"summary": "x", "selectedMemoryBodyIds": [], "results": [], "extra": 1},
+        lambda r, t: t.call("mnemon_remember", {"content": "sneaky"}),
+    ],
+    ids=["raises", "no-result", "extra-key", "ungranted-tool"],
+)
+def test_recall_worker_failures_take_the_worker_failed_edge(script: Script) -> None:
+    root, ports, _ = seeded({"recall": script})
+    before = snapshot(ports)
+    with pytest.raises(WorkerFailed):
+        root.long_term.recall("deploy")
+    assert snapshot(ports) == before
+    assert root.long_term._recall.state == "idle"
+
+
+def test_recall_refuses_bad_requests_before_any_worker_runs() -> None:
+    root, ports, _ = seeded()
+    workers_before = len(ports.workers.requests) if hasattr(ports.workers, "requests") else 0
+    with pytest.raises(InvalidInput):
+        root.long_term.recall("   ")
+    inactive = next(s.id for s in root.long_term.spaces() if not s.active)
+    with pytest.raises(InactiveSpace):
+        root.long_term.recall("deploy", spaces=[inactive])
+    with pytest.raises(UnknownSpace):
+        root.long_term.recall("deploy", spaces=["nope"])
+    assert workers_before == 0
+
+
+# -- searches ----------------------------------------------------------------------------
+
+
+def test_direct_search_done_and_failed() -> None:
+    root, _, _ = seeded()
+    found = root.long_term.search("staging database port")
+    assert found.hits[0].insight.content == "The staging database runs on port 5433"
+    with pytest.raises(UnknownSpace):
+        root.long_term.search("port", spaces=["missing"])
+    assert root.long_term._direct.state == "idle"
+
+
+def test_agent_search_answers_and_drops_citations_it_did_not_show() -> None:
+    def answer(request: WorkerRequest, tools: ToolBox) -> object:
+        label = request.data["evidence"][0]["label"]
+        return {"answer": "On port 5433.", "citations": [label, "default/invented", label]}
+
+    root, _, _ = seeded({"answer": answer})
+    result = root.long_term.ask("which port does the staging database use")
+    assert result.answer == "On port 5433."
+    assert len(result.citations) == 1
+    assert result.citations[0].startswith("default/")
+
+
+def test_agent_search_without_evidence_runs_no_worker() -> None:
+    calls: list[str] = []
+
+    def answer(request: WorkerRequest, tools: ToolBox) -> object:
+        calls.append("ran")
+        return {"answer": "x", "citations": []}
+
+    root, _, _ = seeded({"answer": answer})
+    result = root.long_term.ask("zebra quantum banana")
+    assert (result.answer, result.citations, calls) == ("", (), [])
+
+
+def test_agent_search_failures() -> None:
+    root, _, _ = seeded({"answer": lambda r, t: {"answer": 42, "citations": []}})
+    with pytest.raises(WorkerFailed):
+        root.long_term.ask("deploy script")
+    with pytest.raises(UnknownSpace):
+        root.long_term.ask("deploy script", spaces=["missing"])
+
+
+# -- writes ------------------------------------------------------------------------------
+
+
+def test_remember_into_an_inactive_space_activates_it() -> None:
+    root, _, _ = seeded()
+    inactive = next(s for s in root.long_term.spaces() if not s.active)
+    receipt = root.long_term.remember("Prefer composition over inheritance", space=inactive.id)
+    assert (receipt.action, receipt.memory_body_ids) == ("stored", (inactive.id,))
+    assert next(s for s in root.long_term.spaces() if s.id == inactive.id).active
+
+
+def test_a_duplicate_is_skipped_with_nothing_applied() -> None:
+    root, ports, _ = seeded()
+    before = snapshot(ports)
+    receipt = root.long_term.remember(
+        "The deploy script lives in tools/deploy.sh", space="default"
+    )
+    assert (receipt.action, receipt.memory_body_ids, receipt.writes) == ("skipped", (), ())
+    assert snapshot(ports) == before
+
+
+def test_failed_receipts_are_returned_not_raised_and_staged_writes_dropped() -> None:
+    def gives_up(request: WorkerRequest, tools: ToolBox) -> object:
+        tools.call("mnemon_remember", {"content": "half done", "memoryBodyId": "default"})
+        return {"summary": "Could not decide.", "action": "failed", "memoryBodyIds": []}
+
+    root, ports, _ = seeded({"write": gives_up})
+    before = snapshot(ports)
+    receipt = root.long_term.remember("anything")
+    assert (receipt.action, receipt.summary) == ("failed", "Could not decide.")
+    assert snapshot(ports) == before
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        (
+            lambda r, t: (
+                t.call("mnemon_remember", {"content": "x", "memoryBodyId": "default"}),
+                {"summary": "", "action": "linked", "memoryBodyIds": ["default"]},
+            )[1],
+            "matches no staged write",
+        ),
+        (
+            lambda r, t: (
+                t.call("mnemon_remember", {"content": "x", "memoryBodyId": "default"}),
+                {"summary": "", "action": "stored", "memoryBodyIds": ["elsewhere"]},
+            )[1],
+            "no staged write touches",
+        ),
+        (
+            lambda r, t: (
+                t.call("mnemon_remember", {"content": "x", "memoryBodyId": "default"}),
+                {"summary": "", "action": "skipped", "memoryBodyIds": []},
+            )[1],
+            "says skipped but staged",
+        ),
+    ],
+    ids=["wrong-action", "stray-space", "skipped-with-writes"],
+)
+def test_inconsistent_receipts_are_rejected_and_nothing_is_written(script, message) -> None:
+    root, ports, _ = seeded({"write": script})
+    before = snapshot(ports)
+    with pytest.raises(WorkerFailed, match=message):
+        root.long_term.remember("x")
+    assert snapshot(ports) == before
+    assert root.long_term._write.state == "idle"
+
+
+def test_write_worker_failure_writes_nothing() -> None:
+    def crashes(request: WorkerRequest, tools: ToolBox) -> object:
+        tools.call("mnemon_remember", {"content": "staged only", "memoryBodyId": "default"})
+        raise RuntimeError("connection reset")
+
+    root, ports, _ = seeded({"write": crashes})
+    before = snapshot(ports)
+    with pytest.raises(WorkerFailed, match="connection reset"):
+        root.long_term.remember("staged only")
+    assert snapshot(ports) == before
+
+
+def test_a_write_that_fails_when_applied_is_raised() -> None:
+    root, _, _ = seeded()
+    with pytest.raises(UnknownInsight):
+        root.long_term.forget("no-such-insight", space="default")
+    assert root.long_term._write.state == "idle"
+
+
+def test_read_only_roots_refuse_writes_before_any_worker_runs() -> None:
+    root, _, _ = seeded(config=Config(write_enabled=False))
+    with pytest.raises(ReadOnly):
+        root.long_term.remember("x")
+    with pytest.raises(ReadOnly):
+        root.long_term.merge("default", ["other"])
+    assert root.long_term.recall("deploy").results  # reads still work
+
+
+def test_link_and_forget_through_the_worker() -> None:
+    root, ports, _ = seeded()
+    ids = [i.id for i in ports.long_term.list("default")]
+    linked = root.long_term.link(ids[0], ids[1], space="default", reason="both about releases")
+    assert linked.action == "linked"
+    assert root.long_term.related(ids[0], space="default")[0]["id"] == ids[1]
+    assert root.long_term.forget(ids[1], space="default").action == "forgotten"
+    assert root.long_term.related(ids[0], space="default") == []
+
+
+# -- merge -------------------------------------------------------------------------------
+
+
+def test_merge_copies_sources_and_deactivates_them() -> None:
+    root, ports, _ = seeded()
+    design = next(s for s in root.long_term.spaces() if s.id != "default")
+    root.long_term.remember("Event sourcing was rejected for billing", space=design.id)
+    report = root.long_term.merge("default", [design.id])
+    assert (report["memoryBodyId"], report["imported"]) == ("default", 1)
+    assert not next(s for s in root.long_term.spaces() if s.id == design.id).active
+    assert len(ports.long_term.list(design.id)) == 1  # the source keeps its data
+    with pytest.raises(UnknownSpace):
+        root.long_term.merge("default", ["missing"])
+    with pytest.raises(InvalidInput):
+        root.long_term.merge("default", ["default"])
+
+
+# -- port calls per state ----------------------------------------------------------------
+
+
+def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
+    observed: dict[tuple[str, str], set[str]] = {}
+    root, ports, log = seeded()
+    flows = {
+        "recall": root.long_term._recall,
+        "direct_search": root.long_term._direct,
+        "agent_search": root.long_term._agent,
+        "long_term_write": root.long_term._write,
+        "merge_spaces": root.long_term._merge,
+    }
+
+    def probe() -> str | None:
+        busy = [f"{name}:{flow.state}" for name, flow in flows.items() if flow.state != "idle"]
+        return busy[0] if busy else None
+
+    log.probe = probe
+    log.clear()
+    lt = root.long_term
+    lt.recall("deploy script")
+    lt.search("deploy")
+    lt.ask("deploy script")
+    lt.remember("A brand new fact about deploys")
+    lt.remember("Another fact", space="default")
+    ids = [i.id for i in ports.long_term.list("default")]
+    lt.link(ids[0], ids[1], space="default")
+    lt.forget(ids[0], space="default")
+    other = lt.create_space("Scratch", "Temporary notes")
+    lt.merge("default", [other.id])
+    for call in log.calls:
+        if call.state is not None:
+            flow, state = call.state.split(":")
+            observed.setdefault((flow, state), set()).add(call.name)
+    assert observed, "the probe saw no call"
+    for (flow, state), calls in observed.items():
+        declared = set(load_flow(flow).spec.states[state].ports)
+        assert calls <= declared, f"{flow}.{state} made undeclared calls {calls - declared}"
+
+
+def test_closing_the_root_closes_every_long_term_flow() -> None:
+    root, _, _ = seeded()
+    lt = root.long_term
+    root.close()
+    for call in (
+        lambda: lt.recall("deploy"),
+        lambda: lt.search("deploy"),
+        lambda: lt.ask("deploy"),
+        lambda: lt.remember("x"),
+        lambda: lt.merge("default", ["x"]),
+    ):
+        with pytest.raises(IllegalEvent):
+            call()
