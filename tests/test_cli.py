@@ -102,9 +102,17 @@ def write_config(tmp_path: Path, text: str) -> Path:
 def test_add_prints_receipt_and_writes_reference_format(tmp_path: Path) -> None:
     root = tmp_path / "R"
     proc = run_cli(
-        tmp_path, "--root", str(root), "hot", "add", "--target", "user",
-        "--importance", "critical", FACT,
-    )  # fmt: skip
+        tmp_path,
+        "--root",
+        str(root),
+        "hot",
+        "add",
+        "--target",
+        "user",
+        "--importance",
+        "critical",
+        FACT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {
         "success": True,
@@ -176,58 +184,84 @@ SEED = (
 
 REJECTIONS = [
     pytest.param(
-        ["hot", "replace", "--target", "memory", "--old-text", "gamma", "delta"], None,
-        "NoMatch", id="replace-no-match",
+        ["hot", "replace", "--target", "memory", "--old-text", "gamma", "delta"],
+        None,
+        "NoMatch",
+        id="replace-no-match",
     ),
     pytest.param(
-        ["hot", "remove", "--target", "user", "--old-text", "gamma"], None,
-        "NoMatch", id="remove-no-match",
+        ["hot", "remove", "--target", "user", "--old-text", "gamma"],
+        None,
+        "NoMatch",
+        id="remove-no-match",
     ),
     pytest.param(
-        ["hot", "remove", "--target", "user", "--old-text", "alpha"], None,
-        "NoMatch", id="remove-other-target-only",
+        ["hot", "remove", "--target", "user", "--old-text", "alpha"],
+        None,
+        "NoMatch",
+        id="remove-other-target-only",
     ),
     pytest.param(
-        ["hot", "replace", "--target", "memory", "--old-text", "alpha", "alpha three"], None,
-        "AmbiguousMatch", id="replace-ambiguous",
+        ["hot", "replace", "--target", "memory", "--old-text", "alpha", "alpha three"],
+        None,
+        "AmbiguousMatch",
+        id="replace-ambiguous",
     ),
     pytest.param(
-        ["hot", "remove", "--target", "memory", "--old-text", "alpha"], None,
-        "AmbiguousMatch", id="remove-ambiguous",
+        ["hot", "remove", "--target", "memory", "--old-text", "alpha"],
+        None,
+        "AmbiguousMatch",
+        id="remove-ambiguous",
     ),
     pytest.param(
-        ["hot", "replace", "--target", "memory", "--old-text", "beta", "alpha one"], None,
-        "DuplicateEntry", id="replace-duplicate",
+        ["hot", "replace", "--target", "memory", "--old-text", "beta", "alpha one"],
+        None,
+        "DuplicateEntry",
+        id="replace-duplicate",
     ),
     pytest.param(
-        ["hot", "add", "--target", "memory", "a § b"], None,
-        "InvalidInput", id="add-delimiter",
+        ["hot", "add", "--target", "memory", "a § b"],
+        None,
+        "InvalidInput",
+        id="add-delimiter",
     ),
     pytest.param(
-        ["hot", "replace", "--target", "memory", "--old-text", "beta", "beta § gamma"], None,
-        "InvalidInput", id="replace-delimiter",
+        ["hot", "replace", "--target", "memory", "--old-text", "beta", "beta § gamma"],
+        None,
+        "InvalidInput",
+        id="replace-delimiter",
     ),
     pytest.param(
-        ["hot", "add", "--target", "memory", " \t\n\u3000 "], None,
-        "InvalidInput", id="add-only-whitespace",
+        ["hot", "add", "--target", "memory", " \t\n\u3000 "],
+        None,
+        "InvalidInput",
+        id="add-only-whitespace",
     ),
     pytest.param(
-        ["hot", "add", "--target", "memory", "y" * 8193], None,
-        "InvalidInput", id="add-too-large",
+        ["hot", "add", "--target", "memory", "y" * 8193],
+        None,
+        "InvalidInput",
+        id="add-too-large",
     ),
     pytest.param(
-        ["hot", "add", "--target", "memory", "new fact"], "writeEnabled = false\n",
-        "ReadOnly", id="read-only-add",
+        ["hot", "add", "--target", "memory", "new fact"],
+        "writeEnabled = false\n",
+        "ReadOnly",
+        id="read-only-add",
     ),
     pytest.param(
-        ["hot", "remove", "--target", "memory", "--old-text", "beta"], "writeEnabled = false\n",
-        "ReadOnly", id="read-only-remove",
+        ["hot", "remove", "--target", "memory", "--old-text", "beta"],
+        "writeEnabled = false\n",
+        "ReadOnly",
+        id="read-only-remove",
     ),
     pytest.param(
-        ["hot", "add", "--target", "memory", "new fact"], "idleReviewMs = 1\n",
-        "InvalidConfig", id="invalid-config",
+        ["hot", "add", "--target", "memory", "new fact"],
+        "idleReviewMs = 1\n",
+        "InvalidConfig",
+        id="invalid-config",
     ),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("argv", "config", "error_type"), REJECTIONS)
@@ -282,9 +316,17 @@ def test_lock_held_by_another_process_exits_3(tmp_path: Path) -> None:
 
     with filelock.FileLock(str(root / "runtime" / ".memories.lock")):
         proc = run_cli(
-            tmp_path, "--root", str(root), "--config", str(config),
-            "hot", "add", "--target", "user", "Another fact",
-        )  # fmt: skip
+            tmp_path,
+            "--root",
+            str(root),
+            "--config",
+            str(config),
+            "hot",
+            "add",
+            "--target",
+            "user",
+            "Another fact",
+        )
 
     assert proc.returncode == 3, proc.stderr
     assert proc.stdout == ""
@@ -500,3 +542,34 @@ def test_a_reader_that_closes_stdout_early_gets_no_traceback(tmp_path: Path) -> 
         os.close(write_end)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
+
+
+def test_remember_then_recall_on_a_fresh_root(tmp_path: Path) -> None:
+    """The long-term tier end to end: the first space is "default", the recall is scored."""
+    root = tmp_path / "R"
+    stored = run_cli(
+        tmp_path,
+        "--root",
+        str(root),
+        "remember",
+        "The deploy script lives in tools/deploy.sh",
+        "--space",
+        "default",
+    )
+    assert stored.returncode == 0, stored.stderr
+    assert json.loads(stored.stdout)["memoryBodyIds"] == ["default"]
+    assert (root / "data" / "default" / "mnemon.db").is_file()
+    catalog = json.loads((root / "data" / ".dsh-memory-bodies.json").read_text())
+    assert [b["id"] for b in catalog["bodies"]] == ["default"]
+    found = run_cli(tmp_path, "--root", str(root), "recall", "where is the deploy script")
+    assert found.returncode == 0, found.stderr
+    (item,) = json.loads(found.stdout)["results"]
+    assert item["content"] == "The deploy script lives in tools/deploy.sh"
+    assert item["memoryBodyId"] == "default"
+    assert 0 < item["score"] <= 1
+    assert item["relevanceTier"] in ("high", "medium")
+    spaces = run_cli(tmp_path, "--root", str(root), "spaces", "list")
+    assert [s["id"] for s in json.loads(spaces.stdout)] == ["default"]
+    missing = run_cli(tmp_path, "--root", str(root), "recall", "x", "--space", "nope")
+    assert missing.returncode == 1
+    assert json.loads(missing.stderr)["error"]["type"] == "UnknownSpace"
