@@ -24,21 +24,11 @@ from typing import Any
 import attrs
 
 from ..errors import InvalidInput, ReadOnly
-from ..text import collapse_whitespace, utf16_len
+from . import checks
 from .catalog import Catalog, Space, check_space_fields, check_space_id
 from .port import LongTermStore
 from .quality import QualityReport, Tier, apply_policy, candidate_limit
 from .values import (
-    CATEGORIES,
-    CONTENT_MAX_BYTES,
-    EDGE_TYPES,
-    ENTITIES_MAX,
-    ENTITY_MAX_BYTES,
-    INTENTS,
-    MODES,
-    SOURCES,
-    TAG_MAX_BYTES,
-    TAGS_MAX,
     DraftEdge,
     DraftInsight,
     ImportDraft,
@@ -146,20 +136,6 @@ class SearchResult:
         return out
 
 
-def _choice(value: object, allowed: Sequence[str], field: str) -> str | None:
-    if value is None:
-        return None
-    if value not in allowed:
-        raise InvalidInput(f"{field} must be one of {', '.join(allowed)}")
-    return str(value)
-
-
-def _int(value: object, low: int, high: int, field: str) -> int:
-    if type(value) is not int or not low <= value <= high:
-        raise InvalidInput(f"{field} must be an integer within {low}..{high}")
-    return value
-
-
 class LongTermService:
     """The host's deterministic long-term operations over a catalog and a store."""
 
@@ -190,12 +166,14 @@ class LongTermService:
 
         ``readonly`` searches count no access (a write worker checking for duplicates).
         """
-        text = _query(query)
-        mode_ = _choice(mode, MODES, "mode") or "smart"
-        limit_ = self._default_limit if limit is None else _int(limit, 1, LIMIT_MAX, "limit")
-        category_ = _choice(category, CATEGORIES, "category")
-        source_ = _choice(source, SOURCES, "source")
-        intent_ = _choice(intent, INTENTS, "intent")
+        text = checks.query(query).strip()
+        if not text:
+            raise InvalidInput("query is required")
+        mode_ = checks.mode(mode)
+        limit_ = self._default_limit if limit is None else checks.limit(limit)
+        category_ = checks.category_filter(category)
+        source_ = checks.source_filter(source)
+        intent_ = checks.intent(intent)
         spaces = self.catalog.readable(space_ids)
         scored: list[SearchHit] = []
         reports = []
@@ -226,9 +204,9 @@ class LongTermService:
         space = self.catalog.readable([space_id])[0]
         hits = self.store.related(
             space.id,
-            _id(insight_id),
-            depth=_int(depth, 1, DEPTH_MAX, "depth"),
-            edge_type=_choice(edge_type, EDGE_TYPES, "edge type"),
+            checks.insight_id(insight_id),
+            depth=checks.depth(depth),
+            edge_type=None if edge_type is None else checks.edge_type(edge_type),
         )
         return [
             {**h.to_json(), "memoryBodyId": space.id, "memoryBodyName": space.name} for h in hits
@@ -257,25 +235,16 @@ class LongTermService:
         tags: Sequence[object] = (),
         entities: Sequence[object] = (),
         source: object = "user",
-    ) -> DraftInsight:
+    ) -> checks.Prepared:
         """Every rule of a remember, as the insight it would store."""
         self.check_write_target(space_id, pending=pending)
-        return DraftInsight(
-            _content(content),
-            _choice(category, CATEGORIES, "category") or "general",
-            _int(importance, 1, 5, "importance"),
-            _labels(tags, TAGS_MAX, TAG_MAX_BYTES, "tag"),
-            _labels(entities, ENTITIES_MAX, ENTITY_MAX_BYTES, "entity"),
-            _choice(source, SOURCES, "source") or "user",
-        )
+        return checks.prepare(content, category, importance, tags, entities, source)
 
     def check_link(
         self, space_id: str | None, edge_type: object, weight: object, *, pending: bool = False
     ) -> tuple[str, float]:
         self.check_write_target(space_id, pending=pending)
-        if type(weight) not in (int, float) or not 0 <= weight <= 1:  # type: ignore[operator]
-            raise InvalidInput("weight must be a finite number within 0..1")
-        return _choice(edge_type, EDGE_TYPES, "edge type") or "semantic", float(weight)  # type: ignore[arg-type]
+        return checks.edge_type(edge_type), checks.weight(weight)
 
     def remember(
         self,
@@ -305,7 +274,7 @@ class LongTermService:
             importance=draft.importance,
             tags=draft.tags,
             entities=draft.entities,
-            source=draft.source or "user",
+            source=draft.source,
         )
         return self._written(space, receipt.to_json())
 
@@ -322,14 +291,21 @@ class LongTermService:
         kind, value = self.check_link(space_id, edge_type, weight)
         space = self.catalog.writable(space_id)
         receipt = self.store.link(
-            space.id, _id(source_id), _id(target_id), edge_type=kind, weight=value, reason=reason
+            space.id,
+            checks.insight_id(source_id),
+            checks.insight_id(target_id),
+            edge_type=kind,
+            weight=value,
+            reason=reason,
         )
         return self._written(space, receipt.to_json())
 
     def forget(self, space_id: str | None, insight_id: str) -> dict[str, Any]:
         self.check_write_target(space_id)
         space = self.catalog.writable(space_id)
-        return self._written(space, self.store.forget(space.id, _id(insight_id)).to_json())
+        return self._written(
+            space, self.store.forget(space.id, checks.insight_id(insight_id)).to_json()
+        )
 
     def _written(self, space: Space, receipt: dict[str, Any]) -> dict[str, Any]:
         """Activate the space a write succeeded on, and name it in the receipt."""
@@ -410,43 +386,3 @@ class LongTermService:
                 if e.source_id in index and e.target_id in index and e.edge_type != "temporal"
             ]
         return ImportDraft(tuple(insights), tuple(edges), "mnemon-sm-merge")
-
-
-def _query(value: object) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput("query is required")
-    text = collapse_whitespace(value)
-    if not text:
-        raise InvalidInput("query is required")
-    if utf16_len(text) > 2000:
-        raise InvalidInput("query is too long (max 2000 characters)")
-    return text
-
-
-def _content(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput("content is required")
-    text = value.strip()
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > CONTENT_MAX_BYTES:
-        raise InvalidInput(f"content is too large ({size} bytes; max {CONTENT_MAX_BYTES})")
-    return text
-
-
-def _labels(values: Sequence[object], most: int, max_bytes: int, field: str) -> tuple[str, ...]:
-    if isinstance(values, str) or len(values) > most:
-        raise InvalidInput(f"at most {most} {field} values, as a list")
-    out = []
-    for value in values:
-        if not isinstance(value, str) or not value.strip() or "," in value:
-            raise InvalidInput(f"each {field} must be a non-empty string without commas")
-        if len(value.strip().encode("utf-8", "surrogatepass")) > max_bytes:
-            raise InvalidInput(f"each {field} must be at most {max_bytes} bytes")
-        out.append(value.strip())
-    return tuple(dict.fromkeys(out))
-
-
-def _id(value: object) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 2000:
-        raise InvalidInput("an insight id is required (at most 2000 characters)")
-    return value.strip()

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..sqlite.rows import COLUMNS, insight
 from ..values import (
     GraphEdge,
     GraphSnapshot,
@@ -18,10 +19,6 @@ from ..values import (
 )
 
 _SQL_CHUNK = 500
-_COLUMNS = (
-    "id, content, category, importance, tags, entities, source, access_count, "
-    "created_at, updated_at"
-)
 
 
 # -- reading mnemon.db ----------------------------------------------------------------------
@@ -40,30 +37,6 @@ def _read_db(path: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-def _db_insight(row: Sequence[Any]) -> Insight:
-    node, content, category, importance, tags, entities, source, count, created, updated = row
-
-    def names(value: Any) -> tuple[str, ...]:
-        try:
-            items = json.loads(value) if isinstance(value, str) else []
-        except ValueError:
-            items = []
-        return tuple(i for i in items if isinstance(i, str)) if isinstance(items, list) else ()
-
-    return Insight(
-        id=str(node),
-        content=str(content or ""),
-        category=str(category or "general"),
-        importance=3 if importance is None else int(importance),
-        tags=names(tags),
-        entities=names(entities),
-        source=str(source or "user"),
-        access_count=int(count or 0),
-        created_at=str(created or ""),
-        updated_at=str(updated or ""),
-    )
-
-
 def _edge_label(kind: str, metadata: Any) -> str:
     try:
         meta = json.loads(metadata) if isinstance(metadata, str) else None
@@ -77,7 +50,7 @@ def _db_graph(path: Path) -> GraphSnapshot:
     """Active insights and the edges between them, in insertion order."""
     with _read_db(path) as conn:
         nodes = conn.execute(
-            f"SELECT {_COLUMNS} FROM insights WHERE deleted_at IS NULL ORDER BY rowid"
+            f"SELECT {COLUMNS} FROM insights WHERE deleted_at IS NULL ORDER BY rowid"
         ).fetchall()
         edges = conn.execute(
             "SELECT e.source_id, e.target_id, e.edge_type, e.weight, e.metadata FROM edges e"
@@ -86,7 +59,7 @@ def _db_graph(path: Path) -> GraphSnapshot:
             " ORDER BY e.rowid"
         ).fetchall()
     return GraphSnapshot(
-        tuple(map(_db_insight, nodes)),
+        tuple(map(insight, nodes)),
         tuple(
             GraphEdge(
                 str(src), str(dst), str(kind), 1.0 if w is None else float(w), _edge_label(kind, m)
@@ -102,6 +75,6 @@ def _db_rows(path: Path, ids: Sequence[str]) -> dict[str, Insight]:
         for start in range(0, len(ids), _SQL_CHUNK):
             part = list(ids[start : start + _SQL_CHUNK])
             marks = ",".join("?" * len(part))
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM insights WHERE id IN ({marks})", part)
-            out.update((item.id, item) for item in map(_db_insight, rows))
+            rows = conn.execute(f"SELECT {COLUMNS} FROM insights WHERE id IN ({marks})", part)
+            out.update((item.id, item) for item in map(insight, rows))
     return out
