@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from ..convert import camel_case
 from ..errors import InvalidInput, ReadOnly
 from . import checks
 from .catalog import Catalog, Space, check_space_fields, check_space_id
@@ -104,16 +105,11 @@ class SourceReport:
             "providerId": PROVIDER,
             "status": self.status,
             "itemCount": self.item_count,
-            "quality": {_camel(k): v for k, v in attrs.asdict(self.quality).items()},
+            "quality": {camel_case(k): v for k, v in attrs.asdict(self.quality).items()},
         }
         if self.hint:
             out["hint"] = self.hint
         return out
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p.title() for p in rest)
 
 
 @attrs.frozen

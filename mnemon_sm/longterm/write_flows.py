@@ -144,6 +144,7 @@ class WriteFlow(_WritingFlow):
         """Spaces the staged writes name (provisional ids included)."""
         assert self._tools is not None
         touched: set[str] = set()
+        any_space = False  # a write with no space named may land in any active space
         for w in self._tools.staged:
             a = w.args
             for key in ("memory_body_id", "target_id"):
@@ -152,8 +153,9 @@ class WriteFlow(_WritingFlow):
                     touched.add(value)
             if w.pending_id is not None and w.pending_id.startswith("pending-space"):
                 touched.add(w.pending_id)
-            if getattr(a, "memory_body_id", "") is None:
-                touched.update(s.id for s in self.service.catalog.list() if s.active)
+            any_space = any_space or getattr(a, "memory_body_id", "") is None
+        if any_space:
+            touched.update(s.id for s in self.service.catalog.list() if s.active)
         return touched
 
     def _reject(self, machine: Machine, why: str) -> None:

@@ -90,10 +90,13 @@ class BuiltinWorkers:
 
     def _remember(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
         content: str = data["content"]
-        space_id: str = data.get("memoryBodyId") or self._choose_space(content, tools)
-        if space_id == "default" and not tools.call("mnemon_memory_bodies", {}):
+        spaces: list[dict[str, Any]] = tools.call("mnemon_memory_bodies", {})
+        space_id: str = data.get("memoryBodyId") or self._choose_space(content, spaces, tools)
+        if space_id == "default" and not spaces:
             space_id = self._create_general(tools)  # the first space of a root is "default"
-        if not space_id.startswith("pending-space-") and self._stored(content, space_id, tools):
+        if not space_id.startswith("pending-space-") and self._stored(
+            content, space_id, spaces, tools
+        ):
             return {
                 "summary": "Already stored verbatim; nothing written.",
                 "action": "skipped",
@@ -104,9 +107,10 @@ class BuiltinWorkers:
         tools.call("mnemon_remember", {**arguments, "content": content, "memoryBodyId": space_id})
         return {"summary": "Stored the memory.", "action": "stored", "memoryBodyIds": [space_id]}
 
-    def _choose_space(self, content: str, tools: ToolBox) -> str:
+    def _choose_space(
+        self, content: str, spaces: Sequence[Mapping[str, Any]], tools: ToolBox
+    ) -> str:
         """The space sharing the most words with ``content``; a new general one if none."""
-        spaces = tools.call("mnemon_memory_bodies", {})
         if spaces:
             best = max(spaces, key=lambda s: (_overlap(content, s), s["active"], s["id"]))
             return str(best["id"])
@@ -120,21 +124,18 @@ class BuiltinWorkers:
         )
         return str(created["memoryBodyId"])
 
-    def _stored(self, content: str, space_id: str, tools: ToolBox) -> bool:
-        """Whether ``content`` is already an insight of the space, verbatim."""
-        if not self._active(space_id, tools):
+    @staticmethod
+    def _stored(
+        content: str, space_id: str, spaces: Sequence[Mapping[str, Any]], tools: ToolBox
+    ) -> bool:
+        """Whether ``content`` is already an insight of the (active) space, verbatim."""
+        if not any(s["id"] == space_id and s["active"] for s in spaces):
             return False
         found = tools.call(
             "mnemon_recall",
             {"query": content[:2000], "mode": "basic", "limit": 50, "memoryBodyIds": [space_id]},
         )
         return any(h["content"] == content.strip() for h in found["results"])
-
-    @staticmethod
-    def _active(space_id: str, tools: ToolBox) -> bool:
-        return any(
-            s["id"] == space_id and s["active"] for s in tools.call("mnemon_memory_bodies", {})
-        )
 
     def _answer(self, data: Mapping[str, Any], _: ToolBox) -> dict[str, Any]:
         question = words(data["question"])

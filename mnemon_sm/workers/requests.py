@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import attrs
 
-from ..convert import register_camel_case
+from ..convert import camel_case, register_camel_case
 from .port import WorkerRequest
 
 __all__ = [
@@ -73,11 +73,6 @@ RESULTS: dict[str, type] = {"recall": RecallResult, "write": WriteResult, "answe
 WRITE_ACTIONS: tuple[str, ...] = get_args(get_type_hints(WriteResult)["action"])
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p.title() for p in rest)
-
-
 def _type_schema(tp: Any) -> dict[str, Any]:
     origin = get_origin(tp)
     if tp is str:
@@ -104,8 +99,8 @@ def json_schema(cls: type) -> dict[str, Any]:
     fields = attrs.fields(cls)
     return {
         "type": "object",
-        "properties": {_camel(f.name): _type_schema(hints[f.name]) for f in fields},
-        "required": [_camel(f.name) for f in fields],
+        "properties": {camel_case(f.name): _type_schema(hints[f.name]) for f in fields},
+        "required": [camel_case(f.name) for f in fields],
         "additionalProperties": False,
     }
 

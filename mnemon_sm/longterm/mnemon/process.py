@@ -10,7 +10,6 @@ import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from pathlib import Path
 from typing import IO
 
 import attrs
@@ -30,15 +29,6 @@ _VALIDATION = re.compile(
     r"\binvalid\b|must be|\brequired\b|too long|too large|too many|exceed|out of range"
     r"|already exists|not allowed|cannot be empty|is empty"
 )
-_LOCKS_GUARD = threading.Lock()
-_LOCKS: dict[str, threading.RLock] = {}
-
-
-def _root_lock(root: Path) -> threading.RLock:
-    """The process-wide lock of one data directory."""
-    key = os.path.realpath(root)
-    with _LOCKS_GUARD:
-        return _LOCKS.setdefault(key, threading.RLock())
 
 
 # -- running a child ------------------------------------------------------------------------

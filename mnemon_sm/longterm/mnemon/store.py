@@ -68,6 +68,7 @@ from typing import Any
 
 from ...errors import InvalidInput, StorageError, UnknownSpace
 from .. import checks
+from ..locks import path_lock
 from ..values import (
     Capabilities,
     ForgetReceipt,
@@ -101,7 +102,7 @@ from .output import (
     _text,
     _via,
 )
-from .process import _failure, _root_lock, run_process
+from .process import _failure, run_process
 from .viz import parse_viz_html
 
 DB_FILE = "mnemon.db"
@@ -137,7 +138,7 @@ class MnemonCliStore:
         self._executable = os.path.expanduser(executable)
         self._timeout_ms = _positive(timeout_ms, "timeout_ms")
         self._cap = _positive(output_cap, "output_cap")
-        self._lock = _root_lock(self._root)
+        self._lock = path_lock(self._root)  # the data directory's
 
     @property
     def root(self) -> Path:

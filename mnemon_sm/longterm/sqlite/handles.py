@@ -3,8 +3,8 @@
 Theory of operation
 -------------------
 A :class:`Handle` owns the connection to one ``mnemon.db`` with the side index attached, the
-process-wide lock of that file (:func:`file_lock`, re-entrant, shared by every store object of
-the process) and the identity (device, inode) of the file it opened, so a replaced file is
+process-wide lock of that file (``locks.path_lock``, re-entrant, shared by every store object
+of the process) and the identity (device, inode) of the file it opened, so a replaced file is
 noticed and reopened by the store.
 
 Rules kept:
@@ -21,7 +21,6 @@ Rules kept:
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -33,22 +32,14 @@ import attrs
 
 from ...errors import StorageError
 from ...ports import Clock
+from ..locks import path_lock
 from . import schema
 from .sideindex import INDEX_FILE, SideIndex
 from .tx import Tx
 
-__all__ = ["Handle", "file_lock", "mkdir_private", "storage_error"]
+__all__ = ["Handle", "mkdir_private", "storage_error"]
 
 T = TypeVar("T")
-_LOCKS_GUARD = threading.Lock()
-_LOCKS: dict[str, threading.RLock] = {}
-
-
-def file_lock(path: Path) -> threading.RLock:
-    """The process-wide lock of one store file."""
-    key = os.path.realpath(path)
-    with _LOCKS_GUARD:
-        return _LOCKS.setdefault(key, threading.RLock())
 
 
 def storage_error(what: str, exc: BaseException) -> StorageError:
@@ -76,7 +67,7 @@ class Handle:
     def open(cls, db: Path, identity: tuple[int, int], where: str) -> Handle:
         """Connect, complete the schema, attach the side index. ``where`` names the file
         relative to the storage root in errors."""
-        lock = file_lock(db)
+        lock = path_lock(db)
         with lock:
             conn: sqlite3.Connection | None = None
             try:

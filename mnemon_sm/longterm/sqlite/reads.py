@@ -37,7 +37,15 @@ from .rows import COLUMNS, insight
 from .sideindex import SideIndex
 from .tokens import EntityMatcher, token_set
 
-__all__ = ["SqliteSource", "graph", "list_rows", "recall_rows", "related", "status"]
+__all__ = [
+    "SqliteSource",
+    "graph",
+    "list_rows",
+    "recall_rows",
+    "related",
+    "rows_by_id",
+    "status",
+]
 
 _CHUNK = 500
 
@@ -198,13 +206,15 @@ def recall_rows(
     return recall.smart_recall(data, query, limit=limit, intent=intent)
 
 
-def _active(conn: sqlite3.Connection, ids: Collection[str]) -> dict[str, Insight]:
+def rows_by_id(
+    conn: sqlite3.Connection, ids: Collection[str], *, active_only: bool = True
+) -> dict[str, Insight]:
+    """The rows of ``ids`` that exist (and are active, unless ``active_only`` is off)."""
+    active = " AND +deleted_at IS NULL" if active_only else ""
     out: dict[str, Insight] = {}
     for part in _parts(ids):
         rows = conn.execute(
-            f"SELECT {COLUMNS} FROM main.insights"
-            f" WHERE id IN ({_marks(part)}) AND +deleted_at IS NULL",
-            part,
+            f"SELECT {COLUMNS} FROM main.insights WHERE id IN ({_marks(part)}){active}", part
         )
         out.update((item.id, item) for item in map(insight, rows))
     return out
@@ -214,7 +224,7 @@ def related(
     conn: sqlite3.Connection, start: str, depth: int, edge_type: str | None
 ) -> tuple[RelatedHit, ...]:
     """Breadth-first neighbours over undirected edges, start excluded."""
-    if not _active(conn, [start]):
+    if not rows_by_id(conn, [start]):
         raise UnknownInsight(f"no active insight has id {start!r}")
     seen, frontier, hits = {start}, [start], list[RelatedHit]()
     kind_sql, kind_args = ("", []) if edge_type is None else (" AND edge_type = ?", [edge_type])
@@ -236,9 +246,9 @@ def related(
             if node not in seen and node not in reached:
                 reached[node] = kind
         seen.update(reached)
-        rows_by_id = _active(conn, reached)
-        frontier = [node for node in reached if node in rows_by_id]
-        hits.extend(RelatedHit(rows_by_id[node], level, reached[node]) for node in frontier)
+        found_rows = rows_by_id(conn, reached)
+        frontier = [node for node in reached if node in found_rows]
+        hits.extend(RelatedHit(found_rows[node], level, reached[node]) for node in frontier)
         if not frontier:
             break
     return tuple(hits)
@@ -267,7 +277,9 @@ def graph(conn: sqlite3.Connection) -> GraphSnapshot:
     return GraphSnapshot(
         tuple(map(insight, nodes)),
         tuple(
-            GraphEdge(src, dst, kind, 1.0 if w is None else float(w), _label(kind, meta))
+            GraphEdge(
+                str(src), str(dst), str(kind), 1.0 if w is None else float(w), _label(kind, meta)
+            )
             for src, dst, kind, w, meta in edge_rows
         ),
     )

@@ -38,6 +38,7 @@ import attrs
 from ...errors import InvalidInput, UnknownSpace
 from ...ports import Clock
 from .. import checks
+from ..locks import path_lock
 from ..values import (
     Capabilities,
     ForgetReceipt,
@@ -52,7 +53,7 @@ from ..values import (
     SpaceStatus,
 )
 from . import reads, writes
-from .handles import Handle, file_lock, mkdir_private, storage_error
+from .handles import Handle, mkdir_private, storage_error
 from .sideindex import SideIndex
 from .tx import Tx
 
@@ -201,7 +202,7 @@ class EmbeddedStore:
         db = self._db(checks.space_id(space))
         with self._guard:  # lock order everywhere: the guard, then a store's file lock
             handle = self._handles.pop(space, None)
-        with file_lock(db):
+        with path_lock(db):
             if handle is not None:
                 handle.close(checkpoint=False)
             if not db.is_file():
