@@ -42,7 +42,10 @@ def _open(args: argparse.Namespace) -> MemoryRoot:
 
 def _hot_add(args: argparse.Namespace) -> None:
     with _open(args) as root:
-        _print_json(root.hot.add(args.target, args.text, args.importance).to_json())
+        receipt = root.hot.add(
+            args.target, args.text, args.importance, maintenance=args.maintenance
+        )
+        _print_json(receipt.to_json())
 
 
 def _hot_replace(args: argparse.Namespace) -> None:
@@ -109,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
     add = hot.add_parser("add", help="add an entry")
     add.add_argument("--target", required=True, choices=TARGETS)
     add.add_argument("--importance", choices=IMPORTANCES)
+    add.add_argument(
+        "--no-maintenance",
+        dest="maintenance",
+        action="store_false",
+        help="on overflow, fail with CapacityExceeded instead of compacting or archiving",
+    )
     add.add_argument("text")
     add.set_defaults(run=_hot_add)
     replace = hot.add_parser("replace", help="replace the one entry containing --old-text")

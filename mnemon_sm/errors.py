@@ -33,10 +33,12 @@ __all__ = [
     "InvalidConfig",
     "InvalidInput",
     "LockTimeout",
+    "MaintenanceRejected",
     "MnemonError",
     "NoMatch",
     "ReadOnly",
     "RequestRejected",
+    "RevisionConflict",
     "SpecError",
     "StorageError",
     "ToolRefused",
@@ -118,6 +120,22 @@ class CapacityExceeded(RequestRejected):
         }
 
 
+class RevisionConflict(RequestRejected):
+    """Hot memory changed between a maintenance snapshot and its commit (another writer got
+    there first). Nothing in hot memory was written; run the operation again.
+
+    ``expected`` is the snapshot's revision, ``actual`` the one found at commit time.
+    """
+
+    def __init__(self, message: str, *, expected: str, actual: str) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+    def fields(self) -> dict[str, Any]:
+        return {"expected": self.expected, "actual": self.actual}
+
+
 class UnknownSpace(RequestRejected, LookupError):
     """No Memory Space has this id."""
 
@@ -164,6 +182,21 @@ class WorkerFailed(MnemonError):
     """An LLM worker failed, timed out, returned nothing valid, called a tool it was not
     granted, or returned something the host's checks refused. Its result was not used and
     the writes it staged were dropped: nothing was written."""
+
+
+class MaintenanceRejected(WorkerFailed):
+    """The host refused a maintenance worker's result (a compaction or an archive) because it
+    breaks ``rule``; the message names the rule and the offending detail. Hot memory was not
+    written; an archive's long-term writes were not made.
+    """
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"maintenance result rejected ({rule}): {detail}")
+        self.rule = rule
+        self.detail = detail
+
+    def fields(self) -> dict[str, Any]:
+        return {"rule": self.rule}
 
 
 class IllegalEvent(MnemonError):

@@ -13,6 +13,7 @@ a mutex and across processes by the root's file lock; every failure is a typed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -30,6 +31,8 @@ from .hot.store import SourceCache, repair_projections
 from .longterm.api import LongTermMemory
 from .longterm.catalog import Catalog
 from .longterm.select import open_long_term
+from .maintenance.flow import MaintenanceFlow
+from .maintenance.journal import Journal
 from .ports import Ports
 from .ports.real import real_ports
 from .workers.builtin import BuiltinWorkers
@@ -135,18 +138,43 @@ class _Shared:
 class HotMemory:
     """USER.md and MEMORY.md: add, replace, remove and read."""
 
-    def __init__(self, shared: _Shared, flow: HotMutationFlow) -> None:
-        self._shared, self._flow = shared, flow
+    def __init__(
+        self, shared: _Shared, flow: HotMutationFlow, maintenance: MaintenanceFlow
+    ) -> None:
+        self._shared, self._flow, self._maintenance = shared, flow, maintenance
+        self._maintenance_mutex = threading.Lock()
 
-    def add(self, target: str, content: str, importance: str | None = None) -> Receipt:
+    def add(
+        self,
+        target: str,
+        content: str,
+        importance: str | None = None,
+        *,
+        maintenance: bool = True,
+    ) -> Receipt:
         """Append ``content`` to ``target``; an exact duplicate changes nothing.
+
+        When the add would overflow its target and ``maintenance`` is on, capacity maintenance
+        makes room first: USER.md is compacted locally, MEMORY.md is archived into long-term
+        memory and compacted, each by a worker whose result the host checks; the compaction
+        and the add then commit together and the receipt's ``maintenance`` says what was done.
+        Anything refused leaves hot memory as it was.
 
         Raises:
             InvalidInput, CapacityExceeded, ReadOnly: the request was rejected; nothing changed.
+            MaintenanceRejected, WorkerFailed: the worker's result was refused or the worker
+                failed; hot memory is unchanged.
+            RevisionConflict: another writer changed the target while the worker ran; nothing
+                was compacted (run the add again).
             LockTimeout, CorruptStore, StorageError: the root could not be used.
         """
-        with self._shared.mutex:
-            return self._flow.run("add", target=target, content=content, importance=importance)
+        request = {"target": target, "content": content, "importance": importance}
+        if not maintenance:
+            with self._shared.mutex:
+                return self._flow.run("add", **request)
+        with self._maintenance_mutex:
+            receipt: Receipt = self._maintenance.perform("add", request=request)
+            return receipt
 
     def replace(
         self, target: str, old_text: str, content: str, importance: str | None = None
@@ -235,9 +263,22 @@ class MemoryRoot:
         self._ports = ports
         self._shared = _Shared(ports, config)
         self._flow = HotMutationFlow(ports, config, self._shared.cache)
-        self.hot = HotMemory(self._shared, self._flow)
-        self.context = Context(self._shared)
         self._long_term: LongTermMemory | None = None
+        journal = Journal(ports.files, ports.locks, config.lock_timeout_ms)
+        with contextlib.suppress(StorageError):  # a bad journal is reported when it is needed
+            journal.recover()
+        self._maintenance = MaintenanceFlow(
+            self._flow,
+            self._shared.mutex,
+            self._shared.current,
+            config,
+            ports.clock,
+            lambda: ports.workers or BuiltinWorkers(),
+            lambda: self.long_term,
+            journal,
+        )
+        self.hot = HotMemory(self._shared, self._flow, self._maintenance)
+        self.context = Context(self._shared)
 
     @property
     def long_term(self) -> LongTermMemory:
@@ -278,6 +319,7 @@ class MemoryRoot:
         """Close the root; later operations raise ``IllegalEvent``."""
         with self._shared.mutex:
             self._flow.close()
+            self._maintenance.close()
             if self._long_term is not None:
                 self._long_term.close()
 

@@ -164,7 +164,8 @@ def test_capacity_example_is_rejected_and_changes_nothing(tmp_path: Path) -> Non
     before = tree(root / "runtime")
     assert before["USER.md"] == b"x" * 4090 + b"\n"
 
-    proc = run_cli(tmp_path, "--root", str(root), "hot", "add", "--target", "user", "超出")
+    add = ("--root", str(root), "hot", "add", "--target", "user")
+    proc = run_cli(tmp_path, *add, "--no-maintenance", "超出")
 
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout == ""
@@ -172,6 +173,15 @@ def test_capacity_example_is_rejected_and_changes_nothing(tmp_path: Path) -> Non
     assert error["type"] == "CapacityExceeded"
     assert error["target"] == "user"
     assert (error["used"], error["projected"], error["limit"]) == (4090, 4100, 4096)
+    assert tree(root / "runtime") == before
+
+    # With maintenance (the default) the built-in compactor finds nothing to merge, and the
+    # one 4090-byte entry cannot fit the 2853-byte budget: refused, nothing changed.
+    proc = run_cli(tmp_path, *add, "超出")
+    assert proc.returncode == 1, proc.stderr
+    error = error_of(proc)
+    assert (error["type"], error["rule"]) == ("MaintenanceRejected", "declined")
+    assert "2853-byte budget" in error["message"]
     assert tree(root / "runtime") == before
 
 

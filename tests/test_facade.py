@@ -38,7 +38,7 @@ def root(tmp_path: Path) -> MemoryRoot:
 @pytest.mark.parametrize(
     ("call", "error"),
     [
-        (lambda h: h.add("user", "超出"), CapacityExceeded),
+        (lambda h: h.add("user", "超出", maintenance=False), CapacityExceeded),
         (lambda h: h.remove("memory", "third"), NoMatch),
         (lambda h: h.replace("memory", "fact", "a fact"), AmbiguousMatch),
         (lambda h: h.replace("memory", "first", "second fact"), DuplicateEntry),

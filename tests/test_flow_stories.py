@@ -61,6 +61,7 @@ def test_opening_creates_the_layout_and_rests_in_ready() -> None:
         "files.write_temp",
         "files.rename",
         "locks.release",
+        "files.list",  # the maintenance journal's recovery finds no state/ directory
     ]
     assert ports.files.files["runtime/USER.md"] == b""
     assert ports.files.files["runtime/MEMORY.md"] == b""
@@ -124,7 +125,7 @@ def test_committed_duplicate_add_goes_to_ready_without_writing() -> None:
         ([], lambda h: h.remove("memory", "nothing"), NoMatch),
         (["a fact", "another fact"], lambda h: h.remove("memory", "fact"), AmbiguousMatch),
         (["a", "b"], lambda h: h.replace("memory", "a", "b"), DuplicateEntry),
-        ([], lambda h: h.add("user", "x" * 4097), CapacityExceeded),
+        ([], lambda h: h.add("user", "x" * 4097, maintenance=False), CapacityExceeded),
     ],
 )
 def test_committed_rejection_goes_to_ready_and_writes_nothing(prepare, call, error) -> None:
@@ -292,7 +293,10 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
     hot.add("memory", "fact one")
     hot.replace("memory", "fact one", "fact two")
     hot.remove("memory", "fact two")
-    for bad in (lambda: hot.remove("user", "missing"), lambda: hot.add("user", "x" * 5000)):
+    for bad in (
+        lambda: hot.remove("user", "missing"),
+        lambda: hot.add("user", "x" * 5000, maintenance=False),
+    ):
         with pytest.raises(MnemonError):
             bad()
     inner.locks.hold(LOCK_NAME)

@@ -27,6 +27,7 @@ REQUEST = {"action": "add", "target": "user", "content": "text"}
 def _contexts(root: MemoryRoot) -> dict[str, Callable[[], Any]]:
     return {
         "hot_memory_mutation": lambda: root._flow,
+        "hot_memory_maintenance": lambda: root._maintenance,
         "recall": lambda: root.long_term._recall,
         "direct_search": lambda: root.long_term._direct,
         "agent_search": lambda: root.long_term._agent,

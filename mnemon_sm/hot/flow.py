@@ -28,6 +28,7 @@ from ..engine.flow import Machine, send, start
 from ..errors import CorruptStore, MnemonError, ReadOnly, StorageError
 from ..ports import Ports
 from ..text import iso_ms
+from .compaction import Compaction, plan_compaction
 from .model import LOCK_NAME, RUNTIME_DIR, SOURCE_PATH, HotStore
 from .rules import Commit, Mutation, Receipt, Rejected, Unchanged, check_request, plan_mutation
 from .store import (
@@ -48,7 +49,8 @@ class HotMutationFlow:
     def __init__(self, ports: Ports, config: Config, cache: SourceCache) -> None:
         self.ports, self.config, self.cache = ports, config, cache
         self.state: str | None = None  # the machine writes its state value here
-        self._mutation: Mutation | None = None
+        self._mutation: Mutation | Compaction | None = None
+        self.kept = 0  # entries the last compaction kept
         self._store: HotStore | None = None
         self._outcome: Commit | Unchanged | Rejected | None = None
         self._failure: MnemonError | None = None
@@ -66,8 +68,9 @@ class HotMutationFlow:
     def run(self, action: str, **fields: object) -> Receipt:
         """Send one mutation event and return its receipt or raise its typed error.
 
-        ``fields`` are the request's ``target``, ``content``, ``old_text`` and ``importance``;
-        they travel as one ``request`` mapping (the engine reserves names like ``target``).
+        ``fields`` are the request's ``target``, ``content``, ``old_text`` and ``importance``
+        (for ``compact``: ``compaction``, a checked :class:`Compaction`); they travel as one
+        ``request`` mapping (the engine reserves names like ``target``).
         """
         self._mutation = self._store = self._outcome = self._failure = None
         try:
@@ -96,7 +99,11 @@ class HotMutationFlow:
             raise ReadOnly("this storage root is configured read-only (writeEnabled = false)")
 
     def check_request(self, request: dict[str, object]) -> None:
-        self._mutation = check_request(**request)
+        compaction = request.get("compaction")
+        if request.get("action") == "compact" and isinstance(compaction, Compaction):
+            self._mutation = compaction
+        else:
+            self._mutation = check_request(**request)
 
     # -- pipeline steps (entry actions) ----------------------------------------------------
 
@@ -127,7 +134,11 @@ class HotMutationFlow:
             assert self._store is not None and self._mutation is not None
             now = iso_ms(self.ports.clock.now_ms())
             limit = self.config.limit(self._mutation.target)
-            self._outcome = plan_mutation(self._store, self._mutation, now, limit)
+            if isinstance(self._mutation, Compaction):
+                self._outcome, done = plan_compaction(self._store, self._mutation, now, limit)
+                self.kept = done.kept
+            else:
+                self._outcome = plan_mutation(self._store, self._mutation, now, limit)
 
     def commit(self) -> None:
         outcome = self._outcome

@@ -34,6 +34,7 @@ from ..errors import (
     NoMatch,
     RequestRejected,
 )
+from ..maintenance.values import MaintenanceBlock
 from .model import (
     DELIMITER,
     IMPORTANCES,
@@ -99,9 +100,11 @@ class Receipt:
     added: str | None = None
     replaced: Replacement | None = None
     removed: str | None = None
+    maintenance: MaintenanceBlock | None = None  # set when maintenance made room for an add
 
     def to_json(self) -> dict[str, Any]:
-        """JSON shape: ``success, message, target, entryCount, usage, added|replaced|removed``."""
+        """JSON shape: ``success, message, target, entryCount, usage, added|replaced|removed``
+        and, after maintenance, ``maintenance``."""
         data: dict[str, Any] = converter.unstructure(self)
         return {k: v for k, v in data.items() if v is not None}
 

@@ -45,6 +45,12 @@ class LongTermMemory:
         self._write = WriteFlow(self.service, workers)
         self._merge = MergeFlow(self.service)
 
+    @property
+    def mutex(self) -> threading.RLock:
+        """Serializes this tier's operations in the process (flows that run a long-term
+        worker outside this facade hold it too)."""
+        return self._mutex
+
     # -- spaces ----------------------------------------------------------------------------
 
     def spaces(self) -> tuple[Space, ...]:

@@ -13,6 +13,7 @@ oplog. Bad arguments raise ``InvalidInput``; a missing or deleted insight raises
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from .values import (
@@ -121,6 +122,11 @@ class LongTermStore(Protocol):
         limit: int = 100_000,
     ) -> tuple[Insight, ...]:
         """Active insights, importance then creation time descending (read-only)."""
+        ...
+
+    def insights(self, space: str, ids: Sequence[str]) -> tuple[Insight, ...]:
+        """The active insights among ``ids``, in the order given; unknown, forgotten and
+        repeated ids are left out (read-only)."""
         ...
 
     def graph(self, space: str) -> GraphSnapshot:

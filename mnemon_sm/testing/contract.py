@@ -161,6 +161,11 @@ def check_long_term_contract(store: LongTermStore) -> None:
     assert not any(
         second.id in (e.source_id, e.target_id) for e in store.graph("default").edges
     ), "forget drops the insight's edges"
+    found = store.insights("default", [second.id, first.id, "no-such-id", first.id])
+    assert [i.id for i in found] == [first.id], "insights() gives active ones, in order, once"
+    assert found[0].content == "The deploy script lives in tools/deploy.sh", "whole rows"
+    assert found[0].access_count == store.list("default")[0].access_count, "counts no access"
+    _raises(UnknownSpace, lambda: store.insights("nope", [first.id]), "unknown space refused")
     status = store.status("default")
     assert (status.total_insights, status.deleted_insights) == (1, 1), "status counts"
     draft = ImportDraft(

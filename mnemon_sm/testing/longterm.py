@@ -14,7 +14,7 @@ gives (which may use the tool box, raise, or return garbage), and records every 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -257,6 +257,11 @@ class MemoryLongTermStore:
         ]
         rows.sort(key=lambda i: (i.importance, i.created_at), reverse=True)
         return tuple(rows[:limit])
+
+    def insights(self, space: str, ids: Sequence[str]) -> tuple[Insight, ...]:
+        self.log.record("long_term", "insights", space, tuple(ids))
+        found = self._space(space).insights
+        return tuple(found[i] for i in dict.fromkeys(ids) if i in found)
 
     def graph(self, space: str) -> GraphSnapshot:
         self.log.record("long_term", "graph", space)

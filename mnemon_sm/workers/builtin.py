@@ -10,7 +10,8 @@ same host checks as an LLM's.
   share the most words with the content (creating a general space in a root that has none),
   skips content already stored there verbatim; link, forget and the space operations map to
   their one tool;
-- answer: extractive: the evidence sharing the most words with the question, cited.
+- answer: extractive: the evidence sharing the most words with the question, cited;
+- compact and archive: see :mod:`mnemon_sm.workers.maintenance_workers`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..text import words
+from . import maintenance_workers
 from .port import ToolBox, WorkerRequest
+from .routing import choose_space, create_space, overlap, stored_id
 
 __all__ = ["BuiltinWorkers"]
 
@@ -37,10 +40,6 @@ _PAST = {
 }
 
 
-def _overlap(text: str, space: Mapping[str, Any]) -> int:
-    return len(words(text) & words(f"{space['name']} {space['description']}"))
-
-
 class BuiltinWorkers:
     """Deterministic implementations of the recall, write and answer workers."""
 
@@ -54,7 +53,7 @@ class BuiltinWorkers:
     def _recall(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
         spaces = [s for s in tools.call("mnemon_memory_bodies", {}) if s["active"]]
         wanted = data.get("memoryBodyIds") or [
-            s["id"] for s in spaces if _overlap(data["query"], s) > 0
+            s["id"] for s in spaces if overlap(data["query"], s) > 0
         ]
         keys = ("query", "mode", "limit", "category", "source", "intent")
         arguments = {k: data[k] for k in keys if data.get(k) is not None}
@@ -94,7 +93,7 @@ class BuiltinWorkers:
         space_id: str = data.get("memoryBodyId") or self._choose_space(content, spaces, tools)
         if space_id == "default" and not spaces:
             space_id = self._create_general(tools)  # the first space of a root is "default"
-        if not space_id.startswith("pending-space-") and self._stored(
+        if not space_id.startswith("pending-space-") and stored_id(
             content, space_id, spaces, tools
         ):
             return {
@@ -111,31 +110,17 @@ class BuiltinWorkers:
         self, content: str, spaces: Sequence[Mapping[str, Any]], tools: ToolBox
     ) -> str:
         """The space sharing the most words with ``content``; a new general one if none."""
-        if spaces:
-            best = max(spaces, key=lambda s: (_overlap(content, s), s["active"], s["id"]))
-            return str(best["id"])
-        return self._create_general(tools)
+        return choose_space(content, spaces) or self._create_general(tools)
 
     @staticmethod
     def _create_general(tools: ToolBox) -> str:
-        name, description = GENERAL_SPACE
-        created = tools.call(
-            "mnemon_memory_body_create", {"name": name, "description": description, "active": True}
-        )
-        return str(created["memoryBodyId"])
+        return create_space(tools, *GENERAL_SPACE)
 
-    @staticmethod
-    def _stored(
-        content: str, space_id: str, spaces: Sequence[Mapping[str, Any]], tools: ToolBox
-    ) -> bool:
-        """Whether ``content`` is already an insight of the (active) space, verbatim."""
-        if not any(s["id"] == space_id and s["active"] for s in spaces):
-            return False
-        found = tools.call(
-            "mnemon_recall",
-            {"query": content[:2000], "mode": "basic", "limit": 50, "memoryBodyIds": [space_id]},
-        )
-        return any(h["content"] == content.strip() for h in found["results"])
+    def _compact(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
+        return maintenance_workers.compact(data, tools)
+
+    def _archive(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
+        return maintenance_workers.archive(data, tools)
 
     def _answer(self, data: Mapping[str, Any], _: ToolBox) -> dict[str, Any]:
         question = words(data["question"])

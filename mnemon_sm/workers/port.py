@@ -28,7 +28,7 @@ import attrs
 from ..convert import StructureFailed, structure
 from ..errors import WorkerFailed
 
-__all__ = ["ToolBox", "WorkerRequest", "Workers", "delegate"]
+__all__ = ["ToolBox", "WorkerRequest", "Workers", "delegate", "invoke"]
 
 T = TypeVar("T")
 
@@ -95,6 +95,18 @@ def delegate(workers: Workers, request: WorkerRequest, tools: Any, result: type[
     ``tools`` is the run's tool box; a refusal it recorded fails the run even if the worker
     swallowed the error.
     """
+    raw = invoke(workers, request, tools)
+    try:
+        return structure(raw, result)
+    except StructureFailed as exc:
+        raise WorkerFailed(
+            f"{request.kind} worker returned an invalid result: {'; '.join(exc.problems)}"
+        ) from None
+
+
+def invoke(workers: Workers, request: WorkerRequest, tools: Any) -> object:
+    """Run a worker and return its raw result (not validated), or raise WorkerFailed when it
+    raised, called a tool it was not granted or returned nothing."""
     try:
         raw = workers.run(request, tools)
     except Exception as exc:  # the adapter's failure, whatever its type
@@ -106,9 +118,4 @@ def delegate(workers: Workers, request: WorkerRequest, tools: Any, result: type[
         )
     if raw is None:
         raise WorkerFailed(f"{request.kind} worker completed without recording its result")
-    try:
-        return structure(raw, result)
-    except StructureFailed as exc:
-        raise WorkerFailed(
-            f"{request.kind} worker returned an invalid result: {'; '.join(exc.problems)}"
-        ) from None
+    return raw

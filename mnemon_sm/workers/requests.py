@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 import attrs
 
 from ..convert import camel_case, register_camel_case
+from ..maintenance.values import ArchiveResult, CompactionResult
 from .port import WorkerRequest
 
 __all__ = [
@@ -30,11 +31,13 @@ __all__ = [
 ]
 
 # Output token caps per worker kind (the reference's values for comparable workers).
-MAX_TOKENS = {"recall": 8192, "write": 8192, "answer": 4096}
+MAX_TOKENS = {"recall": 8192, "write": 8192, "answer": 4096, "compact": 8192, "archive": 16384}
 TASKS = {
     "recall": "Recall evidence for this request now.",
     "write": "Execute this long-term memory operation now.",
     "answer": "Answer this question from the evidence now.",
+    "compact": "Run local USER.md compaction now.",
+    "archive": "Run the MEMORY.md capacity archive now.",
 }
 
 
@@ -69,7 +72,13 @@ class AnswerResult:
 for _cls in (RecallSelection, RecallResult, WriteResult, AnswerResult):
     register_camel_case(_cls)
 
-RESULTS: dict[str, type] = {"recall": RecallResult, "write": WriteResult, "answer": AnswerResult}
+RESULTS: dict[str, type] = {
+    "recall": RecallResult,
+    "write": WriteResult,
+    "answer": AnswerResult,
+    "compact": CompactionResult,
+    "archive": ArchiveResult,
+}
 WRITE_ACTIONS: tuple[str, ...] = get_args(get_type_hints(WriteResult)["action"])
 
 
@@ -123,12 +132,16 @@ def render_prompt(kind: str, data: Mapping[str, Any]) -> str:
     )
 
 
-def build_request(kind: str, data: Mapping[str, Any], tools: tuple[str, ...]) -> WorkerRequest:
-    """The complete request for a worker of ``kind`` over ``data``."""
+def build_request(
+    kind: str, data: Mapping[str, Any], tools: tuple[str, ...], *, body: str | None = None
+) -> WorkerRequest:
+    """The complete request for a worker of ``kind`` over ``data``; ``body`` replaces the
+    default rendering of the data in the prompt (the task line always comes first)."""
+    prompt = render_prompt(kind, data) if body is None else f"{TASKS[kind]}\n\n{body}"
     return WorkerRequest(
         kind=kind,
         persona=persona(kind),
-        prompt=render_prompt(kind, data),
+        prompt=prompt,
         tools=tools,
         result_schema=json_schema(RESULTS[kind]),
         max_tokens=MAX_TOKENS[kind],

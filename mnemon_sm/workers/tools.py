@@ -27,7 +27,7 @@ from ..convert import StructureFailed, register_camel_case, structure
 from ..errors import InvalidInput, MnemonError, ToolRefused
 from ..longterm.service import LongTermService, SearchHit
 
-__all__ = ["READ_TOOLS", "WRITE_TOOLS", "AppliedWrite", "ScopedTools"]
+__all__ = ["READ_TOOLS", "WRITE_TOOLS", "AppliedWrite", "NoTools", "ScopedTools"]
 
 
 @attrs.frozen
@@ -160,6 +160,25 @@ class AppliedWrite:
     space_id: str
 
 
+class NoTools:
+    """The tool box of a worker granted no tool at all: every call is refused (and
+    remembered, so the run fails even if the worker swallows the error)."""
+
+    def __init__(self) -> None:
+        self.refused: list[str] = []
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return ()
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        self.refused.append(name)
+        raise ToolRefused(f"tool {name!r} is not granted to this worker (it has no tools)")
+
+
+Remembered = Callable[[RememberArgs, str | None], dict[str, Any] | None]
+
+
 class ScopedTools:
     """One run's tools over a ``LongTermService``."""
 
@@ -179,6 +198,10 @@ class ScopedTools:
     @property
     def names(self) -> tuple[str, ...]:
         return self._granted
+
+    @property
+    def service(self) -> LongTermService:
+        return self._service
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
         if name not in self._granted:
@@ -283,8 +306,16 @@ class ScopedTools:
 
     # -- applying --------------------------------------------------------------------------
 
-    def apply(self) -> list[AppliedWrite]:
+    def apply(
+        self,
+        reuse: Remembered | None = None,
+        record: Callable[[RememberArgs, dict[str, Any]], None] | None = None,
+    ) -> list[AppliedWrite]:
         """Execute the staged writes in order; provisional ids become real ones.
+
+        ``reuse(args, space)`` may answer a staged remember with the receipt of an insight
+        that already holds its content (nothing is then written); ``record(args, receipt)``
+        is told of every remember really written, right after it succeeded.
 
         Raises:
             MnemonError: a write failed; the writes before it stay applied (they are listed
@@ -301,15 +332,22 @@ class ScopedTools:
             for w in self.staged:
                 a = w.args
                 if w.tool == "mnemon_remember":
-                    receipt = service.remember(
-                        a.content,
-                        space_id=real(a.memory_body_id),
-                        category=a.category,
-                        importance=a.importance,
-                        tags=a.tags,
-                        entities=a.entities,
-                        source=a.source,
-                    )
+                    space_id = real(a.memory_body_id)
+                    found = reuse(a, space_id) if reuse is not None else None
+                    if found is not None:
+                        receipt = found
+                    else:
+                        receipt = service.remember(
+                            a.content,
+                            space_id=space_id,
+                            category=a.category,
+                            importance=a.importance,
+                            tags=a.tags,
+                            entities=a.entities,
+                            source=a.source,
+                        )
+                        if record is not None:
+                            record(a, receipt)
                 elif w.tool == "mnemon_link":
                     receipt = service.link(
                         real(a.memory_body_id),

@@ -34,7 +34,7 @@ def _db_graph(path: Path) -> GraphSnapshot:
         return reads.graph(conn)
 
 
-def _db_rows(path: Path, ids: Sequence[str]) -> dict[str, Insight]:
-    """Whole rows of ``ids``, deleted or not."""
+def _db_rows(path: Path, ids: Sequence[str], *, active_only: bool = False) -> dict[str, Insight]:
+    """Whole rows of ``ids`` (deleted ones too, unless ``active_only``)."""
     with _read_db(path) as conn:
-        return reads.rows_by_id(conn, ids, active_only=False)
+        return reads.rows_by_id(conn, ids, active_only=active_only)

@@ -69,6 +69,7 @@ from typing import Any
 from ...errors import InvalidInput, StorageError, UnknownSpace
 from .. import checks
 from ..locks import path_lock
+from ..sqlite.reads import in_order
 from ..values import (
     Capabilities,
     ForgetReceipt,
@@ -396,6 +397,16 @@ class MnemonCliStore:
             data = self._json(space, ("recall",), flags, (query,), readonly=True)
             rows, _ = _rows(data, label)
             return tuple(self._complete(space, rows, label))
+
+    def insights(self, space: str, ids: Sequence[str]) -> tuple[Insight, ...]:
+        wanted = [checks.insight_id(i) for i in ids]
+        with self._lock:
+            space = self._existing(space)
+            try:
+                found = _db_rows(self._db(space), wanted, active_only=True)
+            except (sqlite3.Error, OSError) as exc:
+                raise StorageError(f"cannot read insights of {space!r}: {exc}") from exc
+        return in_order(found, wanted)
 
     def graph(self, space: str) -> GraphSnapshot:
         with self._lock:

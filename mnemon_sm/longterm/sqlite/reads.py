@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 from ...errors import UnknownInsight
@@ -218,6 +218,11 @@ def rows_by_id(
         )
         out.update((item.id, item) for item in map(insight, rows))
     return out
+
+
+def in_order(found: dict[str, Insight], ids: Iterable[str]) -> tuple[Insight, ...]:
+    """The rows of ``found`` in the order of ``ids``, each once."""
+    return tuple(found[i] for i in dict.fromkeys(ids) if i in found)
 
 
 def related(

@@ -27,7 +27,7 @@ import os
 import shutil
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -54,6 +54,7 @@ from ..values import (
 )
 from . import reads, writes
 from .handles import Handle, mkdir_private, storage_error
+from .reads import in_order
 from .sideindex import SideIndex
 from .tx import Tx
 
@@ -295,6 +296,13 @@ class EmbeddedStore:
             lambda h: tuple(reads.list_rows(h.conn, text, category, None, limit)),
             index=False,
         )
+
+    def insights(self, space: str, ids: Sequence[str]) -> tuple[Insight, ...]:
+        wanted = [checks.insight_id(i) for i in ids]
+        found = self._read(
+            space, "insights", lambda h: reads.rows_by_id(h.conn, wanted), index=False
+        )
+        return in_order(found, wanted)
 
     def graph(self, space: str) -> GraphSnapshot:
         return self._read(space, "graph", lambda h: reads.graph(h.conn), index=False)

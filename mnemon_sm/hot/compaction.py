@@ -1,0 +1,98 @@
+"""Pure rules of a compaction commit: revision check, packing, then the pending add.
+
+:func:`plan_compaction` decides, from the source reloaded under the lock, what one
+``compact`` event of the hot-memory flow commits: the target's entries replaced by the packed
+candidates and, on top of them, the pending add, in one write. So a crash leaves either the
+state before both or the state after both, and the add is applied at most once.
+
+Rules (RULE-CMP-n):
+1. the source's revision must equal the snapshot's (``RevisionConflict`` otherwise);
+2. the budget is an integer in ``0..limit``;
+3. candidates are packed by importance into the budget (:func:`maintenance.packing.pack`);
+4. kept entries take the place of the target's first entry in the file (the other target's
+   entries keep their order); an entry whose content equals a snapshot entry keeps that
+   entry's timestamps, a merged one keeps its earliest source's ``created_at``;
+5. the pending add is then planned on the compacted store by the ordinary add rules; if it
+   would still overflow, nothing is committed.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ..errors import InvalidInput, RevisionConflict
+from ..maintenance.packing import pack
+from ..maintenance.values import Candidate
+from .model import HotEntry, HotStore, Target
+from .rules import Commit, Mutation, Rejected, Unchanged, plan_mutation
+
+__all__ = ["Compaction", "plan_compaction"]
+
+
+@attrs.frozen
+class Compaction:
+    """A checked compaction and the add it makes room for."""
+
+    target: Target
+    revision: str
+    sources: tuple[HotEntry, ...]  # the snapshot the candidates' indexes refer to
+    candidates: tuple[Candidate, ...]
+    budget: int
+    pending: Mutation
+
+
+@attrs.frozen
+class Compacted:
+    """What a compaction commit did besides the add."""
+
+    kept: int
+
+
+def plan_compaction(
+    store: HotStore, c: Compaction, now: str, limit: int
+) -> tuple[Commit | Rejected, Compacted]:
+    """Decide what the compaction ``c`` commits on ``store``. Pure."""
+    kept_none = Compacted(0)
+    actual = store.revision()
+    if actual != c.revision:
+        error = RevisionConflict(
+            "hot memory changed while maintenance was running; nothing was compacted "
+            "(run the add again)",
+            expected=c.revision,
+            actual=actual,
+        )
+        return Rejected(error), kept_none
+    if type(c.budget) is not int or not 0 <= c.budget <= limit:
+        return Rejected(InvalidInput("compaction byte budget is invalid")), kept_none
+    if len({x.content for x in c.candidates}) != len(c.candidates):
+        return Rejected(InvalidInput("compacted entries contain duplicates")), kept_none
+    kept = pack([(x.content, x.importance) for x in c.candidates], c.budget)
+    by_content = {e.content: e for e in c.sources}
+    fresh: list[HotEntry] = []
+    for i in kept:
+        x = c.candidates[i]
+        same = by_content.get(x.content)
+        if same is not None:
+            created, updated = same.created_at, same.updated_at
+        else:
+            created = min((c.sources[s - 1].created_at for s in x.sources), default=now)
+            updated = now
+        fresh.append(HotEntry(x.content, created, updated, c.target, x.importance))
+    entries: list[HotEntry] = []
+    placed = False
+    for e in store.entries:
+        if e.target != c.target:
+            entries.append(e)
+        elif not placed:
+            entries.extend(fresh)
+            placed = True
+    if not placed:
+        entries.extend(fresh)
+    compacted = HotStore(tuple(entries))
+    outcome = plan_mutation(compacted, c.pending, now, limit)
+    done = Compacted(len(kept))
+    if isinstance(outcome, Unchanged):  # the pending add equals a kept entry
+        return Commit(compacted, outcome.receipt), done
+    if isinstance(outcome, Rejected):
+        return outcome, kept_none
+    return outcome, done
