@@ -1,0 +1,105 @@
+"""Helpers for capacity-maintenance tests: seeded roots, whole-world snapshots, worker scripts.
+
+- :func:`seed` writes ``memories.json`` directly (fast, any entries), so a test can start from
+  a full target without going through hundreds of adds.
+- :func:`world` captures every file of an in-memory root and the whole content of its
+  in-memory long-term store: "nothing changed" means equal worlds.
+- :func:`archive_script` is an archiver a test can corrupt: it remembers every entry through
+  the tool box (staged) and maps each index to the id the remember returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..hot.model import SOURCE_PATH, HotEntry, HotStore, Target
+from ..ports import Ports
+from ..text import iso_ms
+from ..workers.port import ToolBox, WorkerRequest
+from .longterm import MemoryLongTermStore
+from .memory import MemoryFiles
+
+__all__ = ["archive_script", "insight_contents", "seed", "world"]
+
+T0 = iso_ms(1_786_000_000_000)
+
+
+def seed(ports: Ports, entries: Sequence[tuple[Target, str, str]]) -> HotStore:
+    """Write ``memories.json`` holding ``(target, content, importance)`` entries."""
+    store = HotStore(tuple(HotEntry(c, T0, T0, t, i) for t, c, i in entries))  # type: ignore[arg-type]
+    files = ports.files
+    assert isinstance(files, MemoryFiles)
+    files.put(SOURCE_PATH, store.encode())
+    return store
+
+
+def world(ports: Ports) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """Every file and every long-term record (active and forgotten insights, edges)."""
+    files, store = ports.files, ports.long_term
+    assert isinstance(files, MemoryFiles) and isinstance(store, MemoryLongTermStore)
+    long_term = {
+        space: (dict(s.insights), dict(s.deleted), dict(s.edges))
+        for space, s in store.data.items()
+    }
+    return dict(files.files), long_term
+
+
+def insight_contents(ports: Ports) -> dict[str, list[str]]:
+    """Active insight contents per space (duplicates would appear twice)."""
+    store = ports.long_term
+    assert isinstance(store, MemoryLongTermStore)
+    return {space: [i.content for i in s.insights.values()] for space, s in store.data.items()}
+
+
+Corrupt = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def archive_script(
+    space: str,
+    *,
+    keep: Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]] | None = None,
+    corrupt: Corrupt | None = None,
+    during: Callable[[], None] | None = None,
+) -> Callable[[WorkerRequest, ToolBox], object]:
+    """An archiver: remember every snapshot entry into ``space``, map each index to the
+    returned id, keep what ``keep`` proposes (default: every entry verbatim), then let
+    ``corrupt`` edit the result and ``during`` act (another writer) before returning."""
+
+    def run(request: WorkerRequest, tools: ToolBox) -> object:
+        entries: Sequence[Mapping[str, Any]] = request.data["snapshot"]
+        tools.call("mnemon_memory_bodies", {})
+        archived = []
+        for e in entries:
+            receipt = tools.call(
+                "mnemon_remember", {"content": e["content"], "memoryBodyId": space}
+            )
+            archived.append(
+                {"sourceIndex": e["index"], "memoryBodyId": space, "id": receipt["id"]}
+            )
+        compacted = (
+            keep(entries)
+            if keep is not None
+            else [
+                {
+                    "content": e["content"],
+                    "importance": e["importance"],
+                    "sourceIndexes": [e["index"]],
+                }
+                for e in entries
+            ]
+        )
+        result: dict[str, Any] = {
+            "summary": "archived",
+            "action": "archived",
+            "memoryBodyIds": [space],
+            "archived": archived,
+            "compactedEntries": compacted,
+        }
+        if corrupt is not None:
+            result = corrupt(result)
+        if during is not None:
+            during()
+        return result
+
+    return run
