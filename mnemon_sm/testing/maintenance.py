@@ -61,10 +61,12 @@ def archive_script(
     keep: Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]] | None = None,
     corrupt: Corrupt | None = None,
     during: Callable[[], None] | None = None,
+    extra: Callable[[ToolBox], None] | None = None,
 ) -> Callable[[WorkerRequest, ToolBox], object]:
     """An archiver: remember every snapshot entry into ``space``, map each index to the
     returned id, keep what ``keep`` proposes (default: every entry verbatim), then let
-    ``corrupt`` edit the result and ``during`` act (another writer) before returning."""
+    ``corrupt`` edit the result, ``extra`` make more tool calls and ``during`` act (another
+    writer) before returning."""
 
     def run(request: WorkerRequest, tools: ToolBox) -> object:
         entries: Sequence[Mapping[str, Any]] = request.data["snapshot"]
@@ -98,6 +100,8 @@ def archive_script(
         }
         if corrupt is not None:
             result = corrupt(result)
+        if extra is not None:
+            extra(tools)
         if during is not None:
             during()
         return result

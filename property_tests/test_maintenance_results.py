@@ -1,0 +1,384 @@
+"""Host checks of maintenance results, over generated worker results.
+
+- Packing (pure): the kept set fits the budget, keeps original order, truncates nothing and
+  respects importance priority (every skipped candidate did not fit when its turn came).
+- Adversarial results (USER.md compactions and MEMORY.md archives with one generated defect:
+  omitted, duplicated, out-of-range and non-integer indexes, empty sources, lowered importance,
+  over-budget or duplicate content, bad content, a declined or wrong action, extra or missing
+  keys, unknown or mismatched archive ids, stray writes): every one is rejected with the rule
+  its defect breaks, and every file of the root and every long-term record is unchanged.
+- Valid results: accepted; the compacted target holds the packed candidates then the pending
+  add, within the budget, in original order, and every archived entry is an active insight.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from hypothesis import assume, example, given
+from hypothesis import strategies as st
+
+from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.errors import MaintenanceRejected
+from mnemon_sm.hot.model import normalize
+from mnemon_sm.maintenance.packing import RANK, budget, joined_size, pack
+from mnemon_sm.ports import Ports
+from mnemon_sm.testing.longterm import ScriptedWorkers
+from mnemon_sm.testing.maintenance import archive_script, insight_contents, seed, world
+from mnemon_sm.testing.memory import memory_ports
+from mnemon_sm.workers.port import ToolBox, WorkerRequest
+
+UNCHANGED = "INV-MNT-1"  # a refused maintenance leaves every file byte-identical
+COVERED = "INV-MNT-2"  # a committed compaction covers / archives every snapshot entry
+PACKED = "INV-MNT-3"  # importance kept, budget met, original order kept
+CONFIG = Config(durability="off", user_limit=512, memory_limit=1024)
+LEVELS = ("critical", "normal", "low")
+levels = st.sampled_from(LEVELS)
+
+# -- packing -----------------------------------------------------------------------------------
+
+candidates = st.lists(
+    st.tuples(st.text(st.characters(codec="utf-8"), min_size=1, max_size=40), levels),
+    max_size=12,
+)
+
+
+@given(candidates, st.integers(0, 300))
+@example(
+    [
+        ("normal candidate that cannot join the critical one", "normal"),
+        ("critical rule", "critical"),
+        ("low detail", "low"),
+    ],
+    28,
+)
+def test_packing_fits_keeps_order_and_priority(items: list[tuple[str, str]], limit: int) -> None:
+    kept = pack(items, limit)
+    assert list(kept) == sorted(set(kept)), PACKED
+    assert joined_size([items[i][0] for i in kept]) <= limit, PACKED
+    priority = sorted(range(len(items)), key=lambda i: (-RANK[items[i][1]], i))
+    for skipped in set(range(len(items))) - set(kept):
+        before = [i for i in priority[: priority.index(skipped)] if i in kept]
+        assert joined_size([items[i][0] for i in [*before, skipped]]) > limit, PACKED
+    if items == [
+        ("normal candidate that cannot join the critical one", "normal"),
+        ("critical rule", "critical"),
+        ("low detail", "low"),
+    ]:
+        assert kept == (1, 2)
+
+
+@given(st.integers(256, 1_048_576), st.integers(0, 9000))
+def test_budget_leaves_room_for_the_pending_add(limit: int, pending: int) -> None:
+    room = budget(limit, pending)
+    assert room >= 0
+    if room > 0:
+        assert room + 4 + pending <= limit  # the compacted target plus the add fits
+
+
+# -- generated snapshots and results -------------------------------------------------------------
+
+
+@attrs.frozen
+class Case:
+    target: str
+    entries: list[tuple[str, str]]  # (content, importance)
+    pending: str
+    result: Any  # the raw result (USER.md) or the compacted entries (MEMORY.md)
+    defect: str | None
+
+
+def _entries(draw: Any, target: str, total: int) -> list[tuple[str, str]]:
+    n = draw(st.integers(2, 6))
+    size = total // n
+    out = []
+    for i in range(n):
+        head = f"{target} fact {i}: "
+        out.append((head + "abcdefghij"[i] * (size - len(head)), draw(levels)))
+    return out
+
+
+def _groups(draw: Any, n: int, *, cover_all: bool) -> list[list[int]]:
+    order = draw(st.permutations(range(1, n + 1)))
+    if not cover_all:
+        order = order[: draw(st.integers(0, n))]
+    groups: list[list[int]] = []
+    for index in order:
+        if groups and draw(st.booleans()):
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    return groups
+
+
+def _compacted(draw: Any, entries: list[tuple[str, str]], groups: list[list[int]]) -> list[Any]:
+    out = []
+    for k, group in enumerate(groups):
+        floor = max(RANK[entries[i - 1][1]] for i in group)
+        importance = draw(st.sampled_from([lv for lv in LEVELS if RANK[lv] >= floor]))
+        out.append({"content": f"merged {k}", "importance": importance, "sourceIndexes": group})
+    return out
+
+
+USER_DEFECTS = {
+    "omit": "source-omitted",
+    "duplicate-index": "source-duplicate",
+    "out-of-range": "source-range",
+    "non-integer": "schema",
+    "empty-sources": "source-missing",
+    "lowered": "importance-lowered",
+    "over-budget": "budget",
+    "duplicate-content": "duplicate-content",
+    "bad-content": "content",
+    "declined": "declined",
+    "wrong-action": "schema",
+    "extra-key": "schema",
+    "missing-key": "schema",
+    "not-an-object": "schema",
+}
+
+
+def _break(draw: Any, defect: str, result: dict[str, Any], n: int, room: int) -> Any:
+    """Apply one defect to a valid compaction result (entries under compactedEntries)."""
+    entries = result["compactedEntries"]
+    if defect == "omit":
+        group = entries[-1]["sourceIndexes"]
+        if len(group) > 1:
+            group.pop()
+        else:
+            entries.pop()
+    elif defect == "duplicate-index":
+        entries[0]["sourceIndexes"].append(entries[-1]["sourceIndexes"][0])
+    elif defect == "out-of-range":
+        entries[0]["sourceIndexes"].append(draw(st.sampled_from([0, -1, n + 1, 10**9])))
+    elif defect == "non-integer":
+        entries[0]["sourceIndexes"][0] = draw(st.sampled_from([1.0, "1", True, None, [1]]))
+    elif defect == "empty-sources":
+        entries.append({"content": "an extra entry", "importance": "low", "sourceIndexes": []})
+    elif defect == "lowered":
+        entries[0]["importance"] = "low"  # entry 1 is critical and in the first group
+    elif defect == "over-budget":
+        entries[0]["content"] = "w" * (room + 1)
+    elif defect == "duplicate-content":
+        if len(entries) == 1:
+            moved = entries[0]["sourceIndexes"].pop()
+            entries.append({"content": "x", "importance": "critical", "sourceIndexes": [moved]})
+        entries[1]["content"] = "  " + entries[0]["content"].replace(" ", "\t ") + " "
+        entries[1]["importance"] = "critical"
+    elif defect == "bad-content":
+        entries[0]["content"] = draw(st.sampled_from(["", "   ", "a § b", "x" * 8193]))
+    elif defect == "declined":
+        result["action"] = "failed"
+    elif defect == "wrong-action":
+        result["action"] = draw(st.sampled_from(["archived", "compact", "", "COMPACTED"]))
+    elif defect == "extra-key":
+        where = draw(st.sampled_from([result, entries[0]]))
+        where["note"] = "unexpected"
+    elif defect == "missing-key":
+        where = draw(st.sampled_from([result, entries[0]]))
+        del where[draw(st.sampled_from(sorted(where)))]
+    elif defect == "not-an-object":
+        return draw(st.sampled_from([[], "compacted", 42, None.__class__.__name__]))
+    return result
+
+
+@st.composite
+def user_cases(draw: Any, defect: st.SearchStrategy[str | None]) -> Case:
+    chosen = draw(defect)
+    entries = _entries(draw, "user", 420)
+    if chosen == "lowered":
+        entries[0] = (entries[0][0], "critical")
+    groups = _groups(draw, len(entries), cover_all=True)
+    if chosen == "lowered":
+        groups.sort(key=lambda g: 1 not in g)
+    result = {"summary": "merged", "action": "compacted"}
+    result["compactedEntries"] = _compacted(draw, entries, groups)  # type: ignore[assignment]
+    pending = "pending " + "p" * 112
+    room = budget(512, len(pending))
+    if chosen is not None:
+        return Case(
+            "user", entries, pending, _break(draw, chosen, result, len(entries), room), chosen
+        )
+    return Case("user", entries, pending, result, None)
+
+
+def _open(case: Case, workers: ScriptedWorkers) -> tuple[MemoryRoot, Ports]:
+    ports, _ = memory_ports()
+    ports = attrs.evolve(ports, workers=workers)
+    root = MemoryRoot.open("/unused", CONFIG, ports=ports)
+    root.long_term.create_space("Build", "Build facts", active=True)
+    seed(ports, [(case.target, c, i) for c, i in case.entries])  # type: ignore[misc]
+    return MemoryRoot.open("/unused", CONFIG, ports=ports), ports
+
+
+def _refused(case: Case, workers: ScriptedWorkers) -> MaintenanceRejected:
+    root, ports = _open(case, workers)
+    before = world(ports)
+    try:
+        root.hot.add(case.target, case.pending)
+    except MaintenanceRejected as exc:
+        assert world(ports) == before, UNCHANGED
+        return exc
+    raise AssertionError(f"a result with defect {case.defect!r} was accepted")
+
+
+@given(user_cases(st.sampled_from(sorted(USER_DEFECTS))))
+def test_every_defective_compaction_is_rejected_and_changes_nothing(case: Case) -> None:
+    workers = ScriptedWorkers({"compact": lambda _r, _t: copy.deepcopy(case.result)})
+    error = _refused(case, workers)
+    assert case.defect is not None
+    assert error.rule == USER_DEFECTS[case.defect], (case.defect, error.message)
+
+
+def _check_packed(root: MemoryRoot, case: Case, proposed: list[dict[str, Any]]) -> None:
+    hot = root.hot.snapshot().of(case.target)  # type: ignore[arg-type]
+    assert hot[-1].content == case.pending
+    kept = [(e.content, e.importance) for e in hot[:-1]]
+    items = [(normalize(c["content"], "content"), c["importance"]) for c in proposed]
+    room = budget(root.config.limit(case.target), len(case.pending))
+    assert joined_size([c for c, _ in kept]) <= room, PACKED
+    positions = [items.index(k) for k in kept]
+    assert positions == sorted(positions), PACKED
+    priority = sorted(range(len(items)), key=lambda i: (-RANK[items[i][1]], i))
+    for skipped in set(range(len(items))) - set(positions):
+        before = [i for i in priority[: priority.index(skipped)] if i in positions]
+        assert joined_size([items[i][0] for i in [*before, skipped]]) > room, PACKED
+
+
+@given(user_cases(st.none()))
+def test_every_valid_compaction_is_accepted_and_packed(case: Case) -> None:
+    workers = ScriptedWorkers({"compact": lambda _r, _t: copy.deepcopy(case.result)})
+    root, ports = _open(case, workers)
+    receipt = root.hot.add(case.target, case.pending)
+    assert receipt.maintenance is not None and receipt.maintenance.kind == "local-compaction"
+    proposed = case.result["compactedEntries"]
+    covered = sorted(i for c in proposed for i in c["sourceIndexes"])
+    assert covered == list(range(1, len(case.entries) + 1)), COVERED
+    _check_packed(root, case, proposed)
+    assert insight_contents(ports) == {"default": []}
+
+
+# -- archives ----------------------------------------------------------------------------------
+
+ARCHIVE_DEFECTS = {
+    "omit-row": "archive-omitted",
+    "duplicate-row": "archive-duplicate",
+    "range-row": "archive-range",
+    "non-integer-row": "schema",
+    "unknown-pending": "archive-unknown",
+    "space-as-insight": "archive-unknown",
+    "mismatch": "archive-mismatch",
+    "stray-remember": "archive-stray-write",
+    "stray-space": "archive-stray-write",
+    "claimed-space": "archive-spaces",
+    "lowered": "importance-lowered",
+    "out-of-range": "source-range",
+    "duplicate-index": "source-duplicate",
+    "empty-sources": "source-missing",
+    "duplicate-content": "duplicate-content",
+    "bad-content": "content",
+    "declined": "declined",
+    "wrong-action": "schema",
+    "extra-key": "schema",
+    "missing-key": "schema",
+}
+COMPACTED_DEFECTS = {
+    "lowered",
+    "out-of-range",
+    "duplicate-index",
+    "empty-sources",
+    "duplicate-content",
+    "bad-content",
+}
+
+
+@st.composite
+def memory_cases(draw: Any, defect: st.SearchStrategy[str | None]) -> Case:
+    chosen = draw(defect)
+    entries = _entries(draw, "memory", 900)
+    entries[0] = (entries[0][0], "critical")
+    groups = _groups(draw, len(entries), cover_all=False)
+    if chosen in COMPACTED_DEFECTS and not groups:
+        groups = [[1]]
+    groups.sort(key=lambda g: 1 not in g)
+    compacted = _compacted(draw, entries, groups)
+    for c in compacted:  # long enough that packing has to choose
+        c["content"] += " " + "k" * draw(st.integers(0, 300))
+    return Case("memory", entries, "pending " + "p" * 192, compacted, chosen)
+
+
+def _archive_defect(draw: Any, case: Case) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(corrupt, extra) for the archive script."""
+    defect, n = case.defect, len(case.entries)
+
+    def corrupt(result: dict[str, Any]) -> dict[str, Any]:
+        rows = result["archived"]
+        if defect in COMPACTED_DEFECTS:
+            wrapped = {"compactedEntries": result["compactedEntries"]}
+            _break(draw, defect, wrapped, n, 0)
+        elif defect == "omit-row":
+            rows.pop(draw(st.integers(0, n - 1)))
+        elif defect == "duplicate-row":
+            rows.append(dict(rows[0]))
+        elif defect == "range-row":
+            rows[0]["sourceIndex"] = draw(st.sampled_from([0, n + 1, -3]))
+        elif defect == "non-integer-row":
+            rows[0]["sourceIndex"] = draw(st.sampled_from(["1", 1.5, None]))
+        elif defect == "unknown-pending":
+            rows[0]["id"] = "pending-999"
+        elif defect == "space-as-insight":
+            rows[0]["id"] = "pending-space-1"
+        elif defect == "mismatch":
+            rows[0]["memoryBodyId"] = "other"
+        elif defect == "claimed-space":
+            result["memoryBodyIds"].append("elsewhere")
+        elif defect == "declined":
+            result["action"] = "failed"
+        elif defect == "wrong-action":
+            result["action"] = "compacted"
+        elif defect == "extra-key":
+            draw(st.sampled_from([result, rows[0]]))["note"] = 1
+        elif defect == "missing-key":
+            where = draw(st.sampled_from([result, rows[0]]))
+            del where[draw(st.sampled_from(sorted(where)))]
+        return result
+
+    def extra(tools: ToolBox) -> None:
+        if defect == "stray-remember":
+            tools.call("mnemon_remember", {"content": case.pending, "memoryBodyId": "default"})
+        elif defect == "stray-space":
+            tools.call("mnemon_memory_body_create", {"name": "Empty", "description": "unused"})
+
+    return corrupt, extra
+
+
+@given(memory_cases(st.sampled_from(sorted(ARCHIVE_DEFECTS))), st.data())
+def test_every_defective_archive_is_rejected_and_writes_nothing(case: Case, data: Any) -> None:
+    corrupt, extra = _archive_defect(data.draw, case)
+    script = archive_script(
+        "default", keep=lambda _: copy.deepcopy(case.result), corrupt=corrupt, extra=extra
+    )
+    error = _refused(case, ScriptedWorkers({"archive": script}))
+    assert case.defect is not None
+    assert error.rule == ARCHIVE_DEFECTS[case.defect], (case.defect, error.message)
+
+
+@given(memory_cases(st.none()))
+def test_every_valid_archive_is_accepted_packed_and_recallable(case: Case) -> None:
+    seen: list[WorkerRequest] = []
+
+    def script(request: WorkerRequest, tools: ToolBox) -> object:
+        seen.append(request)
+        return archive_script("default", keep=lambda _: copy.deepcopy(case.result))(request, tools)
+
+    root, ports = _open(case, ScriptedWorkers({"archive": script}))
+    assume(root.hot.snapshot().usage["memory"][0] + 4 + len(case.pending) > 1024)
+    receipt = root.hot.add(case.target, case.pending)
+    assert receipt.maintenance is not None and receipt.maintenance.kind == "long-term-archive"
+    assert receipt.maintenance.memory_body_ids == ("default",)
+    stored = insight_contents(ports)["default"]
+    assert sorted(stored) == sorted(c for c, _ in case.entries), COVERED
+    _check_packed(root, case, case.result)
