@@ -14,6 +14,12 @@ floor at ``full``; rendering context for an unchanged store <= 0.05x one add. Fo
 prints one python-statemachine event on a three-state machine and the CPU cost of one mixed
 operation with in-memory ports (no I/O at all).
 
+Maintenance: one round with the built-in workers at each limit (durability ``full``, embedded
+long-term store), each on a fresh copy of a full target: USER.md (4096 bytes, entries that
+fold into each other, compacted locally) and MEMORY.md (10240 bytes of 200-byte entries, every
+one archived into a Memory Space, then compacted). Reported beside a plain add on the same
+root once it has room again.
+
 Usage: python benchmarks/hot_memory.py [--blocks N] [--ops-per-block N] [--dir DIR]
 """
 
@@ -190,6 +196,59 @@ def engine_event_us() -> float:
     return 1e6 / rate(lambda: machine.send("go"), n)
 
 
+def _seeded(path: Path, target: str, contents: list[tuple[str, str]]) -> None:
+    from mnemon_sm.hot.model import HotEntry, HotStore
+
+    stamp = "2026-01-01T00:00:00.000Z"
+    store = HotStore(tuple(HotEntry(c, stamp, stamp, target, i) for c, i in contents))  # type: ignore[arg-type]
+    (path / "runtime").mkdir(parents=True)
+    (path / "runtime" / "memories.json").write_bytes(store.encode())
+
+
+def _full_target(target: str) -> list[tuple[str, str]]:
+    if target == "memory":
+        return [(f"Fact {i:03d} about the build: " + "d" * 172, "normal") for i in range(50)]
+    out = []
+    for i in range(14):  # 14 groups of 3 entries that fold into one, ~3.9 KB in all
+        base = f"User preference {i:02d}: " + "p" * 67
+        out += [(base, "normal"), (base.upper(), "low"), (base + " always", "critical")]
+    return out
+
+
+def bench_maintenance(base: Path, blocks: int) -> dict[str, dict[str, float]]:
+    import shutil
+
+    config = Config(durability="full", long_term_store="embedded")
+    out: dict[str, dict[str, float]] = {}
+    for target in ("user", "memory"):
+        template = base / f"maintenance-{target}"
+        _seeded(template, target, _full_target(target))
+        pending = "A new durable entry that does not fit any more " * 4
+        rounds, adds = [], []
+        for block in range(blocks):
+            path = base / f"maintenance-{target}-{block}"
+            shutil.copytree(template, path)
+            root = MemoryRoot.open(path, config)
+            start = time.perf_counter()
+            receipt = root.hot.add(target, pending)
+            rounds.append(time.perf_counter() - start)
+            assert receipt.maintenance is not None, receipt
+            start = time.perf_counter()
+            root.hot.add(target, f"A small fact {block}")
+            adds.append(time.perf_counter() - start)
+            root.close()
+        round_s, add_s = statistics.median(rounds), statistics.median(adds)
+        out[target] = {
+            "limit_bytes": config.limit(target),
+            "source_entries": receipt.maintenance.source_entries,
+            "kept_entries": receipt.maintenance.kept_entries,
+            "maintenance_round_ms": round(round_s * 1e3, 2),
+            "plain_add_ms": round(add_s * 1e3, 3),
+            "round_vs_plain_add": round(round_s / add_s, 1),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=7)
@@ -207,6 +266,7 @@ def main() -> None:
                 for d in ("full", "normal", "off")
             },
             "context": bench_context(base, args.blocks, args.ops_per_block),
+            "maintenance": bench_maintenance(base, args.blocks),
         }
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
-from .errors import MnemonError
+from .errors import CapacityExceeded, MnemonError
 from .root import MemoryRoot
 
 __all__ = ["run_demo"]
@@ -22,6 +22,49 @@ __all__ = ["run_demo"]
 Step = tuple[str, str, Callable[[MemoryRoot], Any]]
 
 _LONG_NOTE = "Verbatim meeting transcript: " + "blah " * 900  # ~4.5 KB, more than USER.md holds
+_MODULES = ("parser", "scheduler", "billing", "search", "auth", "exporter", "ingest", "cache")
+
+
+_STAGING = (
+    "The staging database is rebuilt every Sunday at 02:00 UTC; staging is read-only from "
+    "01:30 until the rebuild job reports success in the deploys channel, so never schedule "
+    "staging migrations on Sunday nights."
+)  # longer than the room the last build note leaves
+
+
+_FAX = "The legacy fax gateway is tested by hand with the Zephyr checklist in docs/fax.md."
+
+
+class _Filled:
+    """What filling MEMORY.md did (printed like a receipt)."""
+
+    def __init__(self, added: int, used: int, limit: int) -> None:
+        self.added, self.used, self.limit = added, used, limit
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entriesAdded": self.added, "usage": {"used": self.used, "limit": self.limit}}
+
+
+def _fill_memory(root: MemoryRoot) -> _Filled:
+    """Add project notes (without maintenance) until the next one would not fit."""
+    added = 0
+    while True:
+        module = _MODULES[added % len(_MODULES)]
+        note = (
+            f"Build note {added + 1}: the {module} module is tested with "
+            f"`make test-{module}-{added + 1}` and its fixtures live in "
+            f"tests/fixtures/{module}/set-{added + 1}; flaky cases are tagged slow."
+        )
+        importance = ("critical", "normal", "normal", "low")[added % 4]
+        if added == 0:
+            note, importance = _FAX, "low"
+        try:
+            root.hot.add("memory", note, importance, maintenance=False)
+        except CapacityExceeded:
+            used, limit = root.hot.snapshot().usage["memory"]
+            return _Filled(added, used, limit)
+        added += 1
+
 
 STEPS: list[Step] = [
     (
@@ -77,6 +120,22 @@ STEPS: list[Step] = [
             "Staging deploys need the VPN because the bastion host is private",
             category="fact",
         ),
+    ),
+    (
+        "Agent: over a long project it notes build facts in MEMORY.md until it is full.",
+        "hot.add(memory, maintenance=False) until the next note would not fit",
+        _fill_memory,
+    ),
+    (
+        "User: Remember: staging is rebuilt every Sunday night and is read-only meanwhile.",
+        "hot.add(memory): overflows, so MEMORY.md is archived into a Memory Space, "
+        "compacted, and the add retried",
+        lambda r: r.hot.add("memory", _STAGING, "critical"),
+    ),
+    (
+        "User: How do we test the old fax gateway?",
+        "long_term.recall: that low-importance note left MEMORY.md but is in long-term memory",
+        lambda r: r.long_term.recall("how is the fax gateway tested"),
     ),
     (
         "User (a week later): Where is the deploy script again?",

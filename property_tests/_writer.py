@@ -247,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         _emit({**head, "phase": "begin"})
         locks.current_op = op
         try:
-            receipt = getattr(root.hot, kind)(**args)
+            # The lock-order replay models the mutation flow: adds go without maintenance.
+            extra = {"maintenance": False} if kind == "add" else {}
+            receipt = getattr(root.hot, kind)(**args, **extra)
         except MnemonError as exc:
             result: dict[str, object] = {"ok": False, "error": type(exc).__name__}
         else:

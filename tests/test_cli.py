@@ -433,6 +433,25 @@ def test_context_prints_both_texts_without_storage_paths(tmp_path: Path) -> None
     assert out == texts["routingGuidance"] + "\n\n" + texts["runtimeMemory"] + "\n"
 
 
+def test_hot_add_on_a_full_memory_md_archives_and_lands_the_entry(tmp_path: Path) -> None:
+    root = tmp_path / "R"
+    facts = [("memory", f"Fact {i}: " + "detail " * 30, None) for i in range(46)]
+    seed(root, *facts)
+    add = ("--root", str(root), "hot", "add", "--target", "memory")
+    proc = run_cli(tmp_path, *add, "--no-maintenance", "A late fact " * 10)
+    assert error_of(proc)["type"] == "CapacityExceeded"
+
+    proc = run_cli(tmp_path, *add, "A late fact " * 10)
+    assert proc.returncode == 0, proc.stderr
+    receipt = json.loads(proc.stdout)
+    assert receipt["added"] == ("A late fact " * 10).strip()
+    assert receipt["maintenance"]["kind"] == "long-term-archive"
+    assert receipt["maintenance"]["sourceEntries"] == 46
+    proc = run_cli(tmp_path, "--root", str(root), "recall", "Fact 7:", "--mode", "basic")
+    assert proc.returncode == 0, proc.stderr
+    assert "Fact 7: detail" in proc.stdout
+
+
 # -- demo --------------------------------------------------------------------------------
 
 
@@ -461,6 +480,13 @@ def test_demo_root_keeps_its_files(tmp_path: Path) -> None:
     contents = {t: [e["content"] for e in doc["entries"] if e["target"] == t] for t in TARGETS}
     assert contents["user"] == [FACT]
     assert contents["memory"]
+    # The demo overflows MEMORY.md: it is archived and compacted, and the add lands last.
+    assert '"maintenance": {"kind": "long-term-archive"' in proc.stdout
+    assert contents["memory"][-1].startswith("The staging database is rebuilt every Sunday")
+    assert not any("fax gateway" in c for c in contents["memory"])
+    lines = proc.stdout.splitlines()
+    recalled = next(line for line in lines if "receipt:" in line and "fax gateway" in line)
+    assert '"tags": ["hot-memory-archive"]' in recalled
     for target, name in (("user", "USER.md"), ("memory", "MEMORY.md")):
         expected = "\n§\n".join(contents[target]) + "\n"
         assert (runtime / name).read_bytes() == expected.encode("utf-8")

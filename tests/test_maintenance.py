@@ -3,6 +3,7 @@ built-in workers and the journal. Properties live in property_tests/test_mainten
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -264,6 +265,43 @@ def test_user_compaction_conflict_keeps_the_other_writers_entry() -> None:
     assert caught.value.expected != caught.value.actual
     contents = [e.content for e in root.hot.snapshot().of("user")]
     assert contents[-1] == "Written meanwhile" and len(contents) == 5
+
+
+def test_another_thread_commits_while_the_worker_runs_and_the_compaction_is_refused() -> None:
+    """The root's mutex is not held while a worker runs: another thread's add proceeds (and
+    the stale compaction then fails its revision check)."""
+    roots: list[MemoryRoot] = []
+    finished: list[bool] = []
+
+    def compactor(request: WorkerRequest, tools: ToolBox) -> object:
+        other = threading.Thread(
+            target=lambda: finished.append(
+                roots[0].hot.add("user", "From another thread", maintenance=False).success
+            )
+        )
+        other.start()
+        other.join(timeout=10)
+        assert not other.is_alive(), "the other thread was blocked by the running worker"
+        n = len(request.data["snapshot"])
+        return {
+            "summary": "merged",
+            "action": "compacted",
+            "compactedEntries": [
+                {
+                    "content": "Merged",
+                    "importance": "critical",
+                    "sourceIndexes": list(range(1, n + 1)),
+                }
+            ],
+        }
+
+    root, ports = open_root(ScriptedWorkers({"compact": compactor}))
+    seed(ports, [("user", f"Pref {i} " + "q" * 900, "normal") for i in range(4)])
+    roots.append(root := reopen(ports))
+    with pytest.raises(RevisionConflict):
+        root.hot.add("user", "New preference " * 40)
+    assert finished == [True]
+    assert root.hot.snapshot().of("user")[-1].content == "From another thread"
 
 
 # -- MEMORY.md archive-then-compact ----------------------------------------------------------

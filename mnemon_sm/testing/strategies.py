@@ -234,7 +234,10 @@ class MutationRequest:
     importance: object = None
 
     def send(self, hot: HotMemory) -> Receipt | MnemonError:
-        """Send this request through the facade: the receipt, or the typed error raised."""
+        """Send this request through the facade: the receipt, or the typed error raised.
+
+        Adds go without capacity maintenance: the hot-memory model is the mutation flow's,
+        where an overflow is a ``CapacityExceeded`` (maintenance has its own properties)."""
         target, content, old, importance = (
             self.target,
             self.content,
@@ -243,7 +246,7 @@ class MutationRequest:
         )
         try:
             if self.action == "add":
-                return hot.add(target, content, importance)  # type: ignore[arg-type]
+                return hot.add(target, content, importance, maintenance=False)  # type: ignore[arg-type]
             if self.action == "replace":
                 return hot.replace(target, old, content, importance)  # type: ignore[arg-type]
             return hot.remove(target, old)  # type: ignore[arg-type]
