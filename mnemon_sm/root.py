@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from .config import Config
-from .errors import StorageError
+from .errors import CapacityExceeded, StorageError
 from .hot.context_text import ROUTING_GUIDANCE, render_runtime_memory
 from .hot.flow import HotMutationFlow
 from .hot.model import LOCK_NAME, SOURCE_PATH, TARGETS, HotEntry, HotStore, projection_path
@@ -142,7 +142,7 @@ class HotMemory:
         self, shared: _Shared, flow: HotMutationFlow, maintenance: MaintenanceFlow
     ) -> None:
         self._shared, self._flow, self._maintenance = shared, flow, maintenance
-        self._maintenance_mutex = threading.Lock()
+        self._maintenance_mutex = threading.RLock()
 
     def add(
         self,
@@ -169,12 +169,17 @@ class HotMemory:
             LockTimeout, CorruptStore, StorageError: the root could not be used.
         """
         request = {"target": target, "content": content, "importance": importance}
-        if not maintenance:
+        try:
             with self._shared.mutex:
                 return self._flow.run("add", **request)
-        with self._maintenance_mutex:
-            receipt: Receipt = self._maintenance.perform("add", request=request)
-            return receipt
+        except CapacityExceeded as overflow:
+            if not maintenance:
+                raise
+            with self._maintenance_mutex:
+                receipt: Receipt = self._maintenance.perform(
+                    "overflow", request=request, overflow=overflow
+                )
+                return receipt
 
     def replace(
         self, target: str, old_text: str, content: str, importance: str | None = None

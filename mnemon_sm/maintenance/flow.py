@@ -1,15 +1,16 @@
-"""Context of ``specs/hot_memory_maintenance.yaml``: the public add, with capacity maintenance.
+"""Context of ``specs/hot_memory_maintenance.yaml``: capacity maintenance of a public add.
 
 Theory of operation
 -------------------
 The spec orders the work; each entry action below does one step and raises the outcome event.
-The add goes through the hot-memory flow exactly as a plain add would. Only a
-``CapacityExceeded`` of that add starts maintenance: a snapshot of the target (read without
-the lock), a worker run (no hot-memory lock is ever held while a worker runs), pure checks of
-its result (:mod:`mnemon_sm.maintenance.checks`), for MEMORY.md the archive's long-term writes
-(:meth:`MaintenanceFlow.apply_archive`), and finally one ``compact`` event of the hot-memory
-flow, which compares the revision, packs the candidates and retries the pending add in the
-same commit.
+The add itself goes through the hot-memory flow exactly as a plain add does, at no extra
+cost. Only when that flow rejects it with ``CapacityExceeded`` does the facade send this
+flow's ``overflow`` event (with the request and the error), which starts maintenance: a
+snapshot of the target (read without the lock), a worker run (no hot-memory lock is ever held
+while a worker runs), pure checks of its result (:mod:`mnemon_sm.maintenance.checks`), for
+MEMORY.md the archive's long-term writes (:meth:`MaintenanceFlow.apply_archive`), and finally
+one ``compact`` event of the hot-memory flow, which compares the revision, packs the
+candidates and retries the pending add in the same commit.
 
 USER.md's compactor gets :class:`~mnemon_sm.workers.tools.NoTools`: the user profile never
 reaches long-term memory, and a worker that tries fails the run. MEMORY.md's archiver gets the
@@ -33,6 +34,7 @@ from ..engine.context import FlowContext
 from ..engine.flow import Machine
 from ..errors import (
     CapacityExceeded,
+    InvalidInput,
     MaintenanceRejected,
     MnemonError,
     StorageError,
@@ -104,22 +106,12 @@ class MaintenanceFlow(FlowContext):
 
     # -- validators ------------------------------------------------------------------------
 
-    def check_request(self, request: Mapping[str, Any]) -> None:
-        self._request = dict(request)
+    def check_request(self, request: Mapping[str, Any], overflow: CapacityExceeded) -> None:
+        if overflow.target != request.get("target"):
+            raise InvalidInput("the overflow does not belong to this add's target")
+        self._request, self._overflow = dict(request), overflow
 
     # -- steps -----------------------------------------------------------------------------
-
-    def try_add(self, machine: Machine) -> None:
-        try:
-            with self.hot_mutex:
-                receipt = self.hot.run("add", **self._request)
-        except CapacityExceeded as exc:
-            self._overflow = exc
-            machine.raise_("overflowed")
-            return
-        except MnemonError as exc:
-            return self.refuse(machine, "add_refused", exc)
-        self.settle(machine, "add_landed", receipt)
 
     def take_snapshot(self, machine: Machine) -> None:
         overflow = self._overflow
