@@ -13,11 +13,18 @@ and the test checks:
   active long-term insight; a USER.md entry is in hot memory or the compaction committed;
 - the same add, retried on the recovered root, succeeds and leads to the unfaulted state;
 - INV-MNT-6: no space holds two insights with the same content, before or after the retry.
+
+Generated rounds run on the in-memory fakes; one fixed MEMORY.md round also runs on the real
+file system with the embedded SQLite long-term store.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -25,9 +32,13 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.hot.model import SOURCE_PATH, HotEntry, HotStore
+from mnemon_sm.longterm.sqlite import EmbeddedStore
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.real import RealLocks, real_ports
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
-from mnemon_sm.testing.maintenance import insight_contents, seed
+from mnemon_sm.testing.longterm import MemoryLongTermStore
+from mnemon_sm.testing.maintenance import seed
 from mnemon_sm.testing.memory import MemoryLocks, memory_ports
 
 AT_MOST_ONCE = "INV-MNT-4"
@@ -67,10 +78,47 @@ def rounds(draw: Any) -> Round:
     return Round("memory", tuple(entries), "New durable fact: " + "n" * 182)
 
 
-def _world(r: Round) -> Ports:
+World = Callable[[Round], Ports]
+
+
+def memory_world(r: Round) -> Ports:
     ports, _ = memory_ports()
     seed(ports, r.entries)  # type: ignore[arg-type]
     return ports
+
+
+def real_world(base: Path) -> World:
+    """Fresh storage roots under ``base``: real files and locks, the embedded store."""
+    made = iter(range(10**6))
+
+    def make(r: Round) -> Ports:
+        path = base / f"root-{next(made)}"
+        (path / "runtime").mkdir(parents=True)
+        stamp = "2026-01-01T00:00:00.000Z"
+        store = HotStore(tuple(HotEntry(c, stamp, stamp, t, i) for t, c, i in r.entries))  # type: ignore[arg-type]
+        (path / SOURCE_PATH).write_bytes(store.encode())
+        ports = real_ports(path)
+        return attrs.evolve(ports, long_term=EmbeddedStore(path, ports.clock))
+
+    return make
+
+
+def _release_dead_locks(ports: Ports) -> None:
+    """What the kernel does when the crashed process dies."""
+    locks = ports.locks
+    if isinstance(locks, MemoryLocks):
+        locks.registry.clear()
+    else:
+        assert isinstance(locks, RealLocks)
+        locks.release_all()
+
+
+def _contents(ports: Ports) -> dict[str, list[str]]:
+    store = ports.long_term
+    if isinstance(store, MemoryLongTermStore):
+        return {space: [i.content for i in s.insights.values()] for space, s in store.data.items()}
+    assert store is not None
+    return {space: [i.content for i in store.list(space)] for space in store.spaces()}
 
 
 def _hot(root: MemoryRoot, target: str) -> list[str]:
@@ -78,7 +126,7 @@ def _hot(root: MemoryRoot, target: str) -> list[str]:
 
 
 def _no_second_copy(ports: Ports) -> None:
-    for space, contents in insight_contents(ports).items():
+    for space, contents in _contents(ports).items():
         twice = [c for c, k in Counter(contents).items() if k > 1]
         assert not twice, (NO_SECOND_COPY, space, twice)
 
@@ -86,8 +134,26 @@ def _no_second_copy(ports: Ports) -> None:
 @EXAMPLES
 @given(rounds())
 def test_a_crash_anywhere_in_maintenance_loses_nothing_and_repeats_nothing(r: Round) -> None:
+    enumerate_crashes(r, memory_world)
+
+
+def test_a_crash_anywhere_in_an_archive_on_the_real_file_system() -> None:
+    entries = tuple(
+        ("memory", f"Fact {i} about the build: " + "m" * 200, ("critical", "normal", "low")[i % 3])
+        for i in range(4)
+    )
+    base = Path(tempfile.mkdtemp(prefix="mnemon-maintenance-crash-"))
+    try:
+        enumerate_crashes(
+            Round("memory", entries, "New durable fact: " + "n" * 182), real_world(base)
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def enumerate_crashes(r: Round, make: World) -> None:
     before = [c for t, c, _ in r.entries if t == r.target]
-    ports = _world(r)
+    ports = make(r)
     injector = FaultInjector()
     root = MemoryRoot.open("/unused", CONFIG, ports=faulty_ports(ports, injector))
     start = injector.count
@@ -95,11 +161,12 @@ def test_a_crash_anywhere_in_maintenance_loses_nothing_and_repeats_nothing(r: Ro
     assert receipt.maintenance is not None
     calls = injector.count - start
     after = _hot(MemoryRoot.open("/unused", CONFIG, ports=ports), r.target)
+    assert calls > 10  # the round did real work: lock, reads, worker, commit
     assert after[-1] == " ".join(r.pending.split()) and after != before
 
     for k in range(calls):
         for kind in ("crash_before", "crash_after"):
-            ports = _world(r)
+            ports = make(r)
             injector = FaultInjector()
             root = MemoryRoot.open("/unused", CONFIG, ports=faulty_ports(ports, injector))
             injector.faults[injector.count + k] = Fault(injector.count + k, kind)  # type: ignore[arg-type]
@@ -109,16 +176,14 @@ def test_a_crash_anywhere_in_maintenance_loses_nothing_and_repeats_nothing(r: Ro
                 pass
             else:
                 raise AssertionError(f"no crash at call {k}")
-            locks = ports.locks
-            assert isinstance(locks, MemoryLocks)
-            locks.registry.clear()  # the kernel releases a dead process's locks
+            _release_dead_locks(ports)
 
             recovered = MemoryRoot.open("/unused", CONFIG, ports=ports)
             state = _hot(recovered, r.target)
             where = (k, kind, injector.names[-1])
             assert state in (before, after), (AT_MOST_ONCE, where, state)
             if r.target == "memory":
-                stored = {c for cs in insight_contents(ports).values() for c in cs}
+                stored = {c for cs in _contents(ports).values() for c in cs}
                 assert all(c in state or c in stored for c in before), (NOTHING_LOST, where)
             _no_second_copy(ports)
 
