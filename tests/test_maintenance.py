@@ -444,3 +444,35 @@ def test_a_corrupt_journal_fails_the_archive_and_changes_no_hot_memory() -> None
     with pytest.raises(CorruptStore, match=r"maintenance-journal\.json"):
         root.hot.add("memory", "Another fact " * 10)
     assert {k: v for k, v in world(ports)[0].items() if k.startswith("runtime/")} == hot_before
+
+
+# -- port calls per state --------------------------------------------------------------------
+
+
+def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
+    from mnemon_sm.engine.spec import load_flow
+
+    ports, log = memory_ports()
+    root = MemoryRoot.open("/unused", CONFIG, ports=ports)
+    seed(
+        ports,
+        [*memory_facts(49), *[("user", f"Pref {i} " + "q" * 900, "normal") for i in range(4)]],
+    )
+    root = reopen(ports)
+    flow = root._maintenance
+    log.probe = lambda: None if flow.state == "idle" else flow.state
+    log.clear()
+    root.hot.add("memory", "New durable fact: " + "n" * 200)  # archive into a new space
+    with pytest.raises(MaintenanceRejected):  # nothing to merge: the compactor declines
+        root.hot.add("user", "New preference " * 40)
+    observed: dict[str, set[str]] = {}
+    for call in log.calls:
+        if call.state is not None:
+            observed.setdefault(call.state, set()).add(call.name)
+    spec = load_flow("hot_memory_maintenance").spec
+    assert set(observed) == {"snapshotting", "delegating", "archiving", "committing"}
+    for state, calls in observed.items():
+        declared = set(spec.states[state].ports)
+        assert calls <= declared, f"{state} made undeclared calls {calls - declared}"
+    assert {"long_term.remember", "long_term.create_space"} <= observed["archiving"]
+    assert "long_term.remember" not in observed["delegating"]  # writes are only staged
