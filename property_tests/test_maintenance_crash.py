@@ -182,6 +182,7 @@ def enumerate_crashes(r: Round, make: World) -> None:
             state = _hot(recovered, r.target)
             where = (k, kind, injector.names[-1])
             assert state in (before, after), (AT_MOST_ONCE, where, state)
+            assert len(set(state)) == len(state), (AT_MOST_ONCE, where, "an entry twice")
             if r.target == "memory":
                 stored = {c for cs in _contents(ports).values() for c in cs}
                 assert all(c in state or c in stored for c in before), (NOTHING_LOST, where)

@@ -120,7 +120,7 @@ class MaintenanceFlow(FlowContext):
             with self.hot_mutex:
                 store = self.current()
         except StorageError as exc:
-            return self.refuse(machine, "nothing_to_compact", exc)
+            return self.refuse(machine, "snapshot_refused", exc)
         pending: Mutation = check_request("add", **self._request)
         assert pending.content is not None
         target, limit = pending.target, self.config.limit(pending.target)
@@ -137,7 +137,7 @@ class MaintenanceFlow(FlowContext):
                 projected=overflow.projected,
                 limit=overflow.limit,
             )
-            return self.refuse(machine, "nothing_to_compact", error)
+            return self.refuse(machine, "snapshot_refused", error)
         self._pending = pending
         self._snapshot = Snap(
             target,
