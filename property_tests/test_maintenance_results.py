@@ -150,8 +150,8 @@ def _break(draw: Any, defect: str, result: dict[str, Any], n: int, room: int) ->
             group.pop()
         else:
             entries.pop()
-    elif defect == "duplicate-index":
-        entries[0]["sourceIndexes"].append(entries[-1]["sourceIndexes"][0])
+    elif defect == "duplicate-index":  # the repeat is met before that entry's importance
+        entries[-1]["sourceIndexes"].append(entries[0]["sourceIndexes"][0])
     elif defect == "out-of-range":
         entries[0]["sourceIndexes"].append(draw(st.sampled_from([0, -1, n + 1, 10**9])))
     elif defect == "non-integer":
@@ -164,8 +164,10 @@ def _break(draw: Any, defect: str, result: dict[str, Any], n: int, room: int) ->
         entries[0]["content"] = "w" * (room + 1)
     elif defect == "duplicate-content":
         if len(entries) == 1:
-            moved = entries[0]["sourceIndexes"].pop()
-            entries.append({"content": "x", "importance": "critical", "sourceIndexes": [moved]})
+            used = entries[0]["sourceIndexes"]
+            free = [i for i in range(1, n + 1) if i not in used]
+            spare = used.pop() if len(used) > 1 or not free else free[0]
+            entries.append({"content": "x", "importance": "critical", "sourceIndexes": [spare]})
         entries[1]["content"] = "  " + entries[0]["content"].replace(" ", "\t ") + " "
         entries[1]["importance"] = "critical"
     elif defect == "bad-content":
@@ -301,8 +303,8 @@ def memory_cases(draw: Any, defect: st.SearchStrategy[str | None]) -> Case:
     entries = _entries(draw, "memory", 900)
     entries[0] = (entries[0][0], "critical")
     groups = _groups(draw, len(entries), cover_all=False)
-    if chosen in COMPACTED_DEFECTS and not groups:
-        groups = [[1]]
+    if chosen in COMPACTED_DEFECTS and not any(1 in g for g in groups):
+        groups.insert(0, [1])  # the defects edit the first entry, whose source 1 is critical
     groups.sort(key=lambda g: 1 not in g)
     compacted = _compacted(draw, entries, groups)
     for c in compacted:  # long enough that packing has to choose

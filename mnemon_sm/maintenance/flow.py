@@ -16,8 +16,8 @@ USER.md's compactor gets :class:`~mnemon_sm.workers.tools.NoTools`: the user pro
 reaches long-term memory, and a worker that tries fails the run. MEMORY.md's archiver gets the
 catalog, recall, remember and space creation; its writes are staged by the tool box and
 applied only after its result passed every check, so a refused result writes nothing at all.
-Applied remembers are journaled (:mod:`mnemon_sm.maintenance.journal`) and reused by later
-attempts.
+Applied remembers are journaled (:mod:`mnemon_sm.maintenance.journal`, one durable update per
+archive, written even when a later remember failed) and reused by later attempts.
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ class MaintenanceFlow(FlowContext):
         self._rows: tuple[ArchivedEntry, ...] = ()
         self._written: tuple[str, ...] = ()
         self._used: set[str] = set()
+        self._records: list[JournalWrite] = []
         super().__init__()
 
     # -- validators ------------------------------------------------------------------------
@@ -204,7 +205,10 @@ class MaintenanceFlow(FlowContext):
         try:
             with self.long_term().mutex:
                 _confirm(service, [r for r in self._rows if not r.id.startswith("pending-")])
-                applied = tools.apply(reuse=self._reuse, record=self._record)
+                try:
+                    applied = tools.apply(reuse=self._reuse, record=self._record)
+                finally:  # the writes made so far, even when a later one failed
+                    self.journal.record(self._records)
             real = {
                 w.pending_id: (a.space_id, str(a.receipt["id"]))
                 for w, a in zip(tools.staged, applied, strict=True)
@@ -231,6 +235,7 @@ class MaintenanceFlow(FlowContext):
         try:
             with self.hot_mutex:
                 receipt = self.hot.run("compact", compaction=compaction)
+                kept = self.hot.kept
         except MnemonError as exc:
             return self.refuse(machine, "commit_refused", exc)
         # The add is acknowledged now; records the journal fails to drop stay harmless (they
@@ -243,7 +248,7 @@ class MaintenanceFlow(FlowContext):
             self._summary,
             self._written,
             snap.size,
-            self.hot.kept,
+            kept,
         )
         self.settle(machine, "compacted", attrs.evolve(receipt, maintenance=block))
 
@@ -278,7 +283,7 @@ class MaintenanceFlow(FlowContext):
 
     def _record(self, args: RememberArgs, receipt: dict[str, Any]) -> None:
         key = content_key(args.content)
-        self.journal.record(
+        self._records.append(
             JournalWrite(
                 key,
                 str(receipt["memoryBodyId"]),
@@ -295,6 +300,7 @@ class MaintenanceFlow(FlowContext):
         self._request, self._overflow, self._pending, self._snapshot = {}, None, None, None
         self._run_id, self._raw, self._tools, self._summary = "", None, None, ""
         self._candidates, self._rows, self._written, self._used = (), (), (), set()
+        self._records = []
 
 
 def _staged(tools: ScopedTools) -> tuple[dict[str, str | None], tuple[str, ...]]:

@@ -3,14 +3,14 @@
 Theory of operation
 -------------------
 An archive writes to long-term memory before it compacts hot memory, and the two cannot be
-one transaction. Each remember an archive applies is recorded in
-``state/maintenance-journal.json`` right after it succeeds (atomic replace, fsync), keyed by
-the SHA-256 of its content. Before a later archive applies a remember, it looks the content
-up here; if the recorded insight is still active in its space, that insight is reused and
-nothing is written. So an archive refused after its writes (a revision conflict, a space
-mismatch) or cut short by a crash never leaves a second copy when it is tried again. (A crash
-between a write and its record is covered by the store itself, which skips byte-identical
-content and returns the existing id.)
+one transaction. The remembers an archive applied are recorded in
+``state/maintenance-journal.json`` (one atomic, fsynced update once they are made, also when
+a later one failed), keyed by the SHA-256 of their content. Before a later archive applies a
+remember, it looks the content up here; if the recorded insight is still active in the same
+space, that insight is reused and nothing is written. So an archive refused after its writes
+(a revision conflict, a space mismatch) never leaves a second copy when it is tried again. A
+crash between the writes and their record is covered by the store itself, which skips
+byte-identical content of an active insight and returns the existing id.
 
 When an archive's compaction commits, the records it used are dropped. Opening a root
 recovers the journal: temporary files of crashed writers are removed and records beyond
@@ -78,9 +78,10 @@ class Journal:
         key = content_key(content)
         return next((w for w in reversed(self.read()) if w.content_sha256 == key), None)
 
-    def record(self, write: JournalWrite) -> None:
-        """Append one record (durably)."""
-        self._change(lambda writes: [*writes, write])
+    def record(self, writes: list[JournalWrite]) -> None:
+        """Append records, in one durable update (none: nothing is written)."""
+        if writes:
+            self._change(lambda current: [*current, *writes])
 
     def settle(self, keys: Iterable[str]) -> None:
         """Drop the records of ``keys`` (their archive's compaction committed)."""
