@@ -15,10 +15,12 @@ from .errors import (
     InvalidConfig,
     InvalidInput,
     LockTimeout,
+    MaintenanceRejected,
     MnemonError,
     NoMatch,
     ReadOnly,
     RequestRejected,
+    RevisionConflict,
     SpecError,
     StorageError,
     ToolRefused,
@@ -29,6 +31,7 @@ from .errors import (
 from .hot.rules import Receipt
 from .longterm.api import LongTermMemory
 from .longterm.catalog import Space
+from .maintenance.values import MaintenanceBlock
 from .root import Context, HotMemory, HotSnapshot, MemoryRoot
 from .workers.port import ToolBox, WorkerRequest, Workers
 
@@ -49,12 +52,15 @@ __all__ = [
     "InvalidInput",
     "LockTimeout",
     "LongTermMemory",
+    "MaintenanceBlock",
+    "MaintenanceRejected",
     "MemoryRoot",
     "MnemonError",
     "NoMatch",
     "ReadOnly",
     "Receipt",
     "RequestRejected",
+    "RevisionConflict",
     "Space",
     "SpecError",
     "StorageError",

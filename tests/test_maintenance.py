@@ -8,8 +8,17 @@ from typing import Any
 
 import pytest
 
-from mnemon_sm import CapacityExceeded, Config, InvalidInput, MemoryRoot, WorkerFailed
-from mnemon_sm.errors import CorruptStore, MaintenanceRejected, RevisionConflict, ToolRefused
+from mnemon_sm import (
+    CapacityExceeded,
+    Config,
+    CorruptStore,
+    InvalidInput,
+    MaintenanceRejected,
+    MemoryRoot,
+    RevisionConflict,
+    ToolRefused,
+    WorkerFailed,
+)
 from mnemon_sm.maintenance.flow import ARCHIVE_GRANTS
 from mnemon_sm.maintenance.journal import JOURNAL_PATH, Journal
 from mnemon_sm.maintenance.packing import budget, pack
@@ -322,9 +331,9 @@ def test_builtin_archive_of_a_full_memory_md_lands_the_add_and_every_entry_is_re
     assert kept[-1].content == "New durable fact: deploys need two approvals."
     assert all(e.importance != "low" for e in kept)
     assert root.hot.snapshot().usage["memory"][0] <= budget(10240, 45) + 4 + 45
-    for _, content, _ in facts:
-        hits = root.long_term.search(content, mode="basic").hits
-        assert [h.insight.content for h in hits] == [content]
+    for _, content, _ in facts:  # through the recall worker, as an agent would
+        found = root.long_term.recall(content, mode="basic").results
+        assert [item["content"] for item in found] == [content]
     assert sorted(insight_contents(ports)["default"]) == sorted(c for _, c, _ in facts)
     assert ports.files.read(JOURNAL_PATH) is not None
     assert Journal(ports.files, ports.locks, 1000).read() == []  # settled after the commit
