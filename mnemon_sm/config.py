@@ -28,6 +28,7 @@ USER_LIMIT = 4096  # bytes of USER.md, delimiters included
 MEMORY_LIMIT = 10240  # bytes of MEMORY.md, delimiters included
 IDLE_REVIEW_MS = 30_000  # idle delay before a background review
 LOCK_TIMEOUT_MS = 5_000  # how long a writer waits for the runtime lock
+DOCUMENTS_ACTIVE_LIMIT = 10 * 1024 * 1024  # rendered bytes of active documents
 
 # Bounds: limits stay large enough for one maximal entry's worth of structure and small
 # enough to be injected into every model call; the review delay keeps the reference's range.
@@ -35,6 +36,7 @@ _LIMIT_RANGE = (256, 1_048_576)
 _IDLE_RANGE = (5_000, 600_000)
 _LOCK_RANGE = (100, 120_000)
 _MNEMON_RANGE = (100, 120_000)  # per Mnemon CLI call, the reference's range
+_DOCUMENTS_RANGE = (1024, 1024 * 1024 * 1024)
 
 
 def _between(low: int, high: int) -> Any:
@@ -87,6 +89,8 @@ class Config:
         long_term_store: ``embedded`` (the built-in SQLite store), ``mnemon`` (the Mnemon
             CLI) or ``auto`` (Mnemon when ``mnemon_path`` is set or ``mnemon`` is on PATH).
         mnemon_path: the Mnemon executable to use. mnemon_timeout_ms: per CLI call.
+        documents_active_limit: rendered bytes all active Documents may take (1 KiB..1 GiB);
+            a document that does not fit makes the least recently used one archived.
     """
 
     recall_mode: Mode = attrs.field(default="guided", validator=_one_of("guided", "off"))
@@ -107,6 +111,9 @@ class Config:
     )
     mnemon_path: str | None = attrs.field(default=None, validator=_optional_text)
     mnemon_timeout_ms: int = attrs.field(default=10_000, validator=_between(*_MNEMON_RANGE))
+    documents_active_limit: int = attrs.field(
+        default=DOCUMENTS_ACTIVE_LIMIT, validator=_between(*_DOCUMENTS_RANGE)
+    )
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], *, source: str = "config") -> Config:

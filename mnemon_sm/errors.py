@@ -27,6 +27,10 @@ __all__ = [
     "AmbiguousMatch",
     "CapacityExceeded",
     "CorruptStore",
+    "DocumentArchived",
+    "DocumentCapacityExceeded",
+    "DocumentConflict",
+    "DocumentNotFound",
     "DuplicateEntry",
     "IllegalEvent",
     "InactiveSpace",
@@ -117,6 +121,40 @@ class CapacityExceeded(RequestRejected):
             "used": self.used,
             "projected": self.projected,
             "limit": self.limit,
+        }
+
+
+class DocumentNotFound(RequestRejected, LookupError):
+    """No document has this id."""
+
+
+class DocumentArchived(RequestRejected):
+    """The document is archived; archived documents are immutable."""
+
+
+class DocumentConflict(RequestRejected):
+    """The document changed while it was being archived; the active copy was kept."""
+
+
+class DocumentCapacityExceeded(RequestRejected):
+    """Active documents would exceed their byte limit and nothing more can be archived.
+
+    ``candidates`` lists the ids that could be archived, least recently used first.
+    """
+
+    def __init__(
+        self, message: str, *, projected: int, limit: int, candidates: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.projected = projected
+        self.limit = limit
+        self.candidates = candidates
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "projected": self.projected,
+            "limit": self.limit,
+            "candidates": list(self.candidates),
         }
 
 

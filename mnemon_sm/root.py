@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from .config import Config
+from .documents.api import Documents
 from .errors import CapacityExceeded, StorageError
 from .hot.context_text import ROUTING_GUIDANCE, render_runtime_memory
 from .hot.flow import HotMutationFlow
@@ -261,7 +262,8 @@ def _open_long_term(path: Path, config: Config, ports: Ports) -> LongTermMemory:
 
 
 class MemoryRoot:
-    """One storage root: hot memory (``runtime/``) and long-term Memory Spaces (``data/``)."""
+    """One storage root: hot memory (``runtime/``), long-term Memory Spaces (``data/``) and
+    project Documents (``documents/``)."""
 
     def __init__(self, path: Path, config: Config, ports: Ports) -> None:
         self.path, self.config = path, config
@@ -284,6 +286,15 @@ class MemoryRoot:
         )
         self.hot = HotMemory(self._shared, self._flow, self._maintenance)
         self.context = Context(self._shared)
+        self.documents = Documents(
+            ports.files,
+            ports.locks,
+            ports.clock,
+            config,
+            path.as_posix(),
+            lambda: ports.workers or BuiltinWorkers(),
+            lambda: self.long_term,
+        )
 
     @property
     def long_term(self) -> LongTermMemory:
@@ -325,6 +336,7 @@ class MemoryRoot:
         with self._shared.mutex:
             self._flow.close()
             self._maintenance.close()
+            self.documents.close()
             if self._long_term is not None:
                 self._long_term.close()
 

@@ -122,6 +122,9 @@ class BuiltinWorkers:
     def _archive(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
         return maintenance_workers.archive(data, tools)
 
+    def _document_archive(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
+        return maintenance_workers.document_archive(data, tools)
+
     def _answer(self, data: Mapping[str, Any], _: ToolBox) -> dict[str, Any]:
         question = words(data["question"])
         evidence: Sequence[Mapping[str, Any]] = data["evidence"]

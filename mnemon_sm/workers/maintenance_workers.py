@@ -10,6 +10,8 @@ checks as a model's.
   an existing insight instead when the space already holds the entry verbatim; then proposes
   the critical and normal entries, unchanged, as the compacted MEMORY.md (the host packs
   them by importance, so critical ones are kept first and normal ones while they fit).
+- document_archive: a summary from the document's description and first paragraph, and one
+  cold reference (title, scope, archived path, SHA-256) remembered into the routed space.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ..text import collapse_whitespace
 from .port import ToolBox
 from .routing import choose_space, create_space, stored_id
 
-__all__ = ["ARCHIVE_SPACE", "archive", "compact"]
+__all__ = ["ARCHIVE_SPACE", "archive", "compact", "document_archive"]
 
 ARCHIVE_SPACE = (
     "Working memory archive",
@@ -130,3 +132,48 @@ def _failed(reason: str) -> dict[str, Any]:
         "archived": [],
         "compactedEntries": [],
     }
+
+
+DOCUMENT_SPACE = (
+    "Archived documents",
+    "Cold references to project documents moved out of the active set.",
+)
+DOCUMENT_TAG = "document-archive"
+
+
+def document_archive(data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
+    """Summary from the description and the first paragraph; one reference remembered into
+    the space the write routing picks (a new "Archived documents" space in a root with none)."""
+    summary = _document_summary(str(data["description"]), str(data["content"]))
+    spaces: list[dict[str, Any]] = tools.call("mnemon_memory_bodies", {})
+    title = str(data["title"])
+    space = choose_space(f"{title} {summary}", spaces) or create_space(tools, *DOCUMENT_SPACE)
+    reference = (
+        f'Archived document "{title}" (scope: {summary[:400]})\n'
+        f"cold path: {data['plannedPath']}\n"
+        f"sha256: {data['contentSha256']}"
+    )
+    receipt = tools.call(
+        "mnemon_remember",
+        {
+            "content": reference,
+            "memoryBodyId": space,
+            "category": "context",
+            "tags": [DOCUMENT_TAG],
+            "source": "agent",
+        },
+    )
+    return {
+        "summary": summary,
+        "action": "archived",
+        "memoryBodyIds": [space],
+        "references": [{"memoryBodyId": space, "id": receipt["id"]}],
+    }
+
+
+def _document_summary(description: str, content: str) -> str:
+    blocks = [b.strip() for b in content.split("\n\n") if b.strip()]
+    prose = [b for b in blocks if not all(line.startswith("#") for line in b.splitlines())]
+    first = (prose or blocks or [""])[0].lstrip("#").strip()
+    text = collapse_whitespace(f"{description} {first}")
+    return text if len(text) <= 1000 else text[:999] + "…"

@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 import attrs
 
 from ..convert import camel_case, register_camel_case
+from ..documents.values import DocumentArchiveResult
 from ..maintenance.values import ArchiveResult, CompactionResult
 from .port import WorkerRequest
 
@@ -31,13 +32,21 @@ __all__ = [
 ]
 
 # Output token caps per worker kind (the reference's values for comparable workers).
-MAX_TOKENS = {"recall": 8192, "write": 8192, "answer": 4096, "compact": 8192, "archive": 16384}
+MAX_TOKENS = {
+    "recall": 8192,
+    "write": 8192,
+    "answer": 4096,
+    "compact": 8192,
+    "archive": 16384,
+    "document_archive": 8192,
+}
 TASKS = {
     "recall": "Recall evidence for this request now.",
     "write": "Execute this long-term memory operation now.",
     "answer": "Answer this question from the evidence now.",
     "compact": "Run local USER.md compaction now.",
     "archive": "Run the MEMORY.md capacity archive now.",
+    "document_archive": "Archive this document's cold reference now.",
 }
 
 
@@ -78,6 +87,7 @@ RESULTS: dict[str, type] = {
     "answer": AnswerResult,
     "compact": CompactionResult,
     "archive": ArchiveResult,
+    "document_archive": DocumentArchiveResult,
 }
 WRITE_ACTIONS: tuple[str, ...] = get_args(get_type_hints(WriteResult)["action"])
 
