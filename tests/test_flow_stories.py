@@ -62,6 +62,7 @@ def test_opening_creates_the_layout_and_rests_in_ready() -> None:
         "files.rename",
         "locks.release",
         "files.list",  # the maintenance journal's recovery finds no state/ directory
+        "files.list",  # the document store's repair finds no documents/ directory
     ]
     assert ports.files.files["runtime/USER.md"] == b""
     assert ports.files.files["runtime/MEMORY.md"] == b""

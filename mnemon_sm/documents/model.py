@@ -67,6 +67,10 @@ SLUG_MAX = 48
 Status = Literal["active", "archived"]
 
 
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 @attrs.frozen
 class DocumentRecord:
     """One entry of ``documents/index.json``."""
@@ -77,15 +81,15 @@ class DocumentRecord:
     status: Status
     filename: str
     relative_path: str
-    source_paths: tuple[str, ...]
-    session_ids: tuple[str, ...]
+    source_paths: tuple[str, ...] = attrs.field(converter=_strings)
+    session_ids: tuple[str, ...] = attrs.field(converter=_strings)
     created_at: str
     updated_at: str
     last_accessed_at: str
     revision: int
     content_hash: str
     size_bytes: int
-    memory_body_ids: tuple[str, ...]
+    memory_body_ids: tuple[str, ...] = attrs.field(converter=_strings)
     archived_at: str | None = None
     archive_summary: str | None = None
 

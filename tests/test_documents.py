@@ -1,0 +1,470 @@
+"""Project Documents stories: the format, create/update/search, LRU archiving with a confirmed
+cold reference, manual archive, the races, refusals and crash repair."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+
+from mnemon_sm import Config, MemoryRoot, WorkerFailed
+from mnemon_sm.documents.model import INDEX_PATH, slug
+from mnemon_sm.errors import (
+    DocumentArchived,
+    DocumentCapacityExceeded,
+    DocumentConflict,
+    DocumentNotFound,
+    InvalidInput,
+    MaintenanceRejected,
+    StorageError,
+)
+from mnemon_sm.ports import Ports
+from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
+from mnemon_sm.testing.longterm import ScriptedWorkers
+from mnemon_sm.testing.maintenance import world
+from mnemon_sm.testing.memory import MemoryFiles, memory_ports
+from mnemon_sm.workers.builtin import BuiltinWorkers
+from mnemon_sm.workers.port import ToolBox, WorkerRequest
+
+LIMIT = 4096
+CONFIG = Config(durability="off", documents_active_limit=LIMIT)
+BODY = "# Runbook\n\nHow to deploy the service safely.\n\n" + "Step detail. " * 60
+
+
+def open_root(workers: Any = None, config: Config = CONFIG) -> tuple[MemoryRoot, Ports]:
+    ports, _ = memory_ports()
+    if workers is not None:
+        ports = attrs.evolve(ports, workers=workers)
+    return MemoryRoot.open("/roots/r", config, ports=ports), ports
+
+
+def files_of(ports: Ports) -> dict[str, bytes]:
+    files = ports.files
+    assert isinstance(files, MemoryFiles)
+    return {k: v for k, v in files.files.items() if k.startswith("documents/")}
+
+
+def index(ports: Ports) -> list[dict[str, Any]]:
+    data = ports.files.read(INDEX_PATH)
+    assert data is not None
+    docs: list[dict[str, Any]] = json.loads(data)["documents"]
+    return docs
+
+
+# -- format ------------------------------------------------------------------------------------
+
+
+def test_create_writes_the_reference_format() -> None:
+    root, ports = open_root()
+    result = root.documents.create(
+        "SQLite deployment decision",
+        "  # Decision\n\nUse SQLite so deployment remains single-file.\n\n",
+        description="Why this project uses an embedded database.",
+        source_paths=["ADR.md", "ADR.md", "docs/../ADR.md"],
+        session_ids=["session-1"],
+        workspace="/work/project",
+    )
+    record = result.document
+    assert result.action == "created" and record.revision == 1
+    assert record.filename == f"sqlite-deployment-decision-{record.id[:8]}.md"
+    assert record.relative_path == f"documents/active/{record.filename}"
+    body = "# Decision\n\nUse SQLite so deployment remains single-file."
+    assert record.content_hash == hashlib.sha256(body.encode()).hexdigest()
+    assert record.source_paths == ("ADR.md",)
+    data = ports.files.read(record.relative_path)
+    assert data is not None and record.size_bytes == len(data)
+    assert data.decode() == (
+        "---\n"
+        f'id: "{record.id}"\n'
+        'title: "SQLite deployment decision"\n'
+        'description: "Why this project uses an embedded database."\n'
+        'status: "active"\n'
+        f'created_at: "{record.created_at}"\n'
+        f'updated_at: "{record.updated_at}"\n'
+        f'content_hash: "{record.content_hash}"\n'
+        "source_paths:\n"
+        '  - "ADR.md"\n'
+        "session_ids:\n"
+        '  - "session-1"\n'
+        "memory_body_ids:\n"
+        "  []\n"
+        "---\n\n" + body + "\n"
+    )
+    [stored] = index(ports)
+    assert list(stored) == [
+        "id", "title", "description", "status", "filename", "relativePath", "sourcePaths",
+        "sessionIds", "createdAt", "updatedAt", "lastAccessedAt", "revision", "contentHash",
+        "sizeBytes", "memoryBodyIds",
+    ]  # fmt: skip
+    assert ports.files.read(INDEX_PATH).endswith(b"\n")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("title", "expected"),
+    [
+        ("Résumé notes", "re-sume-notes"),
+        ("日本語のタイトル", "document"),
+        ("../../etc/passwd", "etc-passwd"),
+        ("a/b\\c", "a-b-c"),
+        ("x" * 60, "x" * 48),
+    ],
+)
+def test_slug_never_carries_a_path_component(title: str, expected: str) -> None:
+    assert slug(title) == expected
+    root, _ = open_root()
+    record = root.documents.create(title, "body").document
+    assert record.filename == f"{expected}-{record.id[:8]}.md"
+    assert "/" not in record.filename and ".." not in record.filename.removesuffix(".md")
+
+
+def test_update_bumps_the_revision_and_the_hash_and_keeps_the_file_name() -> None:
+    root, _ = open_root()
+    first = root.documents.create("Deploy runbook", "old body", session_ids=["s1"]).document
+    second = root.documents.update(
+        first.id, content="new body", title="Renamed runbook", session_ids=["s2", "s1"]
+    )
+    record = second.document
+    assert second.action == "updated"
+    assert (record.revision, record.filename) == (2, first.filename)
+    assert record.content_hash == hashlib.sha256(b"new body").hexdigest() != first.content_hash
+    assert record.title == "Renamed runbook" and record.session_ids == ("s1", "s2")
+    assert root.documents.get(first.id) == (record, "new body")
+    again = root.documents.update(first.id, title="Only the title").document
+    assert (again.revision, root.documents.get(first.id)[1]) == (3, "new body")
+
+
+def creating(title: str = "title", content: str = "body", **fields: Any) -> Callable[[Any], Any]:
+    return lambda d: d.create(title, content, **fields)
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (creating(""), InvalidInput),
+        (creating("t" * 161), InvalidInput),
+        (creating(content="  \x00 "), InvalidInput),
+        (creating(description="d" * 601), InvalidInput),
+        (creating(source_paths=[f"f{i}" for i in range(51)]), InvalidInput),
+        (creating(session_ids=[f"s{i}" for i in range(21)]), InvalidInput),
+        (creating(source_paths=["../outside.md"], workspace="/w"), InvalidInput),
+        (creating(source_paths=["/etc/passwd"], workspace="/w"), InvalidInput),
+        (creating(source_paths=["documents/active/x.md"], workspace="/w"), InvalidInput),
+        (creating(content="x" * (2 * 1024 * 1024 + 1)), InvalidInput),
+        (lambda d: d.update("no-such-id", content="x"), DocumentNotFound),
+        (lambda d: d.archive("no-such-id"), DocumentNotFound),
+    ],
+)
+def test_invalid_requests_write_nothing(call: Callable[[Any], Any], error: type) -> None:
+    root, ports = open_root()
+    root.documents.create("Existing", "body")
+    before = files_of(ports)
+    with pytest.raises(error):
+        call(root.documents)
+    assert files_of(ports) == before
+
+
+def test_archived_documents_are_immutable() -> None:
+    root, ports = open_root()
+    doc = root.documents.create("Old notes", "body").document
+    root.documents.archive(doc.id)
+    before = files_of(ports)
+    with pytest.raises(DocumentArchived):
+        root.documents.update(doc.id, content="new")
+    with pytest.raises(InvalidInput, match="only active"):
+        root.documents.archive(doc.id)
+    assert files_of(ports) == before
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+def test_search_scores_orders_and_records_access() -> None:
+    root, ports = open_root(config=Config(durability="off"))
+    clock = ports.clock
+    a = root.documents.create(
+        "Deploy runbook", "How we ship.", description="Release steps"
+    ).document
+    clock.advance(1000)  # type: ignore[attr-defined]
+    b = root.documents.create("Billing notes", "The deploy of billing needs a freeze.").document
+    clock.advance(1000)  # type: ignore[attr-defined]
+    c = root.documents.create("Tax rules", "Nothing about shipping.").document
+    clock.advance(1000)  # type: ignore[attr-defined]
+    hits = root.documents.search("deploy")
+    assert [(h.document.id, h.score) for h in hits] == [(a.id, 12 + 4), (b.id, 4 + 1)]
+    accessed = {r["id"]: r["lastAccessedAt"] for r in index(ports)}
+    assert accessed[a.id] == accessed[b.id] > accessed[c.id]
+    assert [h.document.id for h in root.documents.search("")] == [c.id, b.id, a.id]
+    assert root.documents.search("zzz qqq") == []
+    long = root.documents.create("Long", "# Title\n\n" + "**word** " * 100).document
+    [hit] = root.documents.search("Long")
+    assert hit.document.id == long.id and len(hit.excerpt) == 220 and "*" not in hit.excerpt
+    with pytest.raises(InvalidInput):
+        root.documents.search("x", limit=51)
+
+
+def test_search_skips_a_document_whose_file_is_missing() -> None:
+    root, ports = open_root()
+    gone = root.documents.create("Deploy A", "deploy body").document
+    kept = root.documents.create("Deploy B", "deploy body").document
+    ports.files.remove(gone.relative_path)
+    assert [h.document.id for h in root.documents.search("deploy")] == [kept.id]
+
+
+# -- capacity and LRU archiving ------------------------------------------------------------------
+
+
+def fill(root: MemoryRoot, ports: Ports, n: int) -> list[str]:
+    ids = []
+    for i in range(n):
+        ids.append(
+            root.documents.create(
+                f"Runbook {i}: deploy steps", BODY, description=f"Deploy runbook number {i}"
+            ).document.id
+        )
+        ports.clock.advance(1000)  # type: ignore[attr-defined]
+    return ids
+
+
+def test_overflow_archives_the_least_recently_used_and_the_reference_is_recallable() -> None:
+    root, ports = open_root()
+    ids = fill(root, ports, 3)
+    root.documents.search("Runbook 0", limit=1)  # 0 is now the most recently used
+    result = root.documents.create("Runbook 3: deploy steps", BODY)
+    assert result.archived == (ids[1],)
+    statuses = {r["id"]: r["status"] for r in index(ports)}
+    assert statuses[ids[1]] == "archived" and statuses[ids[0]] == "active"
+    archived = next(r for r in index(ports) if r["id"] == ids[1])
+    assert archived["revision"] == 2 and archived["memoryBodyIds"] == ["default"]
+    assert archived["archiveSummary"].startswith("Deploy runbook number 1 How to deploy")
+    assert ports.files.read(f"documents/active/{archived['filename']}") is None
+    cold = ports.files.read(f"documents/archived/{archived['filename']}")
+    assert cold is not None and b'status: "archived"' in cold
+    recalled = root.long_term.recall("Runbook 1: deploy steps").results
+    top = recalled[0]["content"]
+    assert "Runbook 1: deploy steps" in top
+    assert f"/roots/r/documents/archived/{archived['filename']}" in top
+    assert archived["contentHash"] in top
+    total = sum(r["sizeBytes"] for r in index(ports) if r["status"] == "active")
+    assert total <= LIMIT
+    maintenance = result.to_json()["maintenance"]
+    assert maintenance["archivedDocumentIds"] == [ids[1]]
+    assert maintenance["memoryBodyIds"] == ["default"]
+
+
+def test_an_update_never_archives_its_own_document() -> None:
+    root, ports = open_root()
+    ids = fill(root, ports, 3)
+    result = root.documents.update(ids[0], content=BODY + " More." * 100)
+    assert ids[0] not in result.archived and result.archived
+    assert result.document.status == "active"
+
+
+def test_nothing_left_to_archive_is_a_typed_capacity_error() -> None:
+    root, ports = open_root()
+    before = files_of(ports)
+    with pytest.raises(DocumentCapacityExceeded) as caught:
+        root.documents.create("Huge", "x" * 5000)
+    assert caught.value.limit == LIMIT and caught.value.projected > LIMIT
+    assert files_of(ports) == before
+
+
+def test_manual_archive_takes_the_same_path() -> None:
+    root, ports = open_root()
+    [doc] = fill(root, ports, 1)
+    result = root.documents.archive(doc)
+    assert result.action == "archived" and result.archived == (doc,)
+    assert result.document.status == "archived" and result.document.revision == 2
+    assert [h.document.id for h in root.documents.search("Runbook")] == []
+    assert [h.document.id for h in root.documents.search("Runbook", include_archived=True)] == [
+        doc
+    ]
+
+
+# -- refusals keep the document active ----------------------------------------------------------
+
+
+def scripted(script: Callable[[WorkerRequest, ToolBox], object]) -> ScriptedWorkers:
+    return ScriptedWorkers({"document_archive": script})
+
+
+def builtin(request: WorkerRequest, tools: ToolBox) -> object:
+    return BuiltinWorkers().run(request, tools)
+
+
+def refs(ref_id: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda r: {**r, "references": [{"memoryBodyId": "default", "id": ref_id}]}
+
+
+@pytest.mark.parametrize(
+    ("edit", "error", "rule"),
+    [
+        (lambda r: {**r, "action": "failed", "summary": "no"}, MaintenanceRejected, "declined"),
+        (lambda r: {**r, "summary": " "}, MaintenanceRejected, "summary"),
+        (lambda r: {**r, "summary": "s" * 1001}, MaintenanceRejected, "summary"),
+        (lambda r: {**r, "references": []}, MaintenanceRejected, "cold-reference"),
+        (refs("pending-9"), MaintenanceRejected, "cold-reference"),
+        (refs("nope"), MaintenanceRejected, "cold-reference"),
+        (lambda r: {**r, "extra": 1}, MaintenanceRejected, "schema"),
+        (lambda r: None, WorkerFailed, None),
+    ],
+)
+def test_a_refused_archive_keeps_the_document_active(
+    edit: Callable[[dict[str, Any]], Any], error: type, rule: str | None
+) -> None:
+    def script(request: WorkerRequest, tools: ToolBox) -> object:
+        return edit(dict(builtin(request, tools)))  # type: ignore[call-overload]
+
+    root, ports = open_root(scripted(script))
+    [doc] = fill(root, ports, 1)
+    before = files_of(ports)
+    with pytest.raises(error) as caught:
+        root.documents.archive(doc)
+    if rule is not None:
+        assert caught.value.rule == rule  # type: ignore[attr-defined]
+    assert files_of(ports) == before
+    assert root.documents.get(doc)[0].status == "active"
+
+
+def test_a_reference_without_the_path_and_hash_is_refused_and_nothing_moves() -> None:
+    def script(request: WorkerRequest, tools: ToolBox) -> object:
+        receipt = tools.call(
+            "mnemon_remember",
+            {"content": "A vague note about a runbook", "memoryBodyId": "default"},
+        )
+        return {
+            "summary": "A runbook.",
+            "action": "archived",
+            "memoryBodyIds": ["default"],
+            "references": [{"memoryBodyId": "default", "id": receipt["id"]}],
+        }
+
+    root, ports = open_root(scripted(script))
+    root.long_term.create_space("Runbooks", "Deploy runbooks", active=True)
+    [doc] = fill(root, ports, 1)
+    before = files_of(ports)
+    with pytest.raises(MaintenanceRejected, match="does not hold the archived path"):
+        root.documents.archive(doc)
+    assert files_of(ports) == before
+
+
+def test_archive_update_race_keeps_the_active_copy() -> None:
+    roots: list[MemoryRoot] = []
+
+    def script(request: WorkerRequest, tools: ToolBox) -> object:
+        other = MemoryRoot.open("/roots/r", CONFIG, ports=roots[0]._ports)
+        other.documents.update(request.data["id"], content="changed while archiving")
+        return builtin(request, tools)
+
+    root, ports = open_root(scripted(script))
+    roots.append(root)
+    [doc] = fill(root, ports, 1)
+    with pytest.raises(DocumentConflict):
+        root.documents.archive(doc)
+    record, body = root.documents.get(doc)
+    assert (record.status, record.revision, body) == ("active", 2, "changed while archiving")
+    assert not any(
+        k.startswith("documents/archived/") and k.endswith(".md") for k in files_of(ports)
+    )
+
+
+def test_a_concurrent_create_that_takes_the_room_sends_the_request_back_to_planning() -> None:
+    root, ports = open_root()
+    fill(root, ports, 2)
+    other = MemoryRoot.open("/roots/r", CONFIG, ports=ports)
+    locks = ports.locks
+    original = locks.acquire
+    fired: list[bool] = []
+
+    def acquire(name: str, timeout_ms: int) -> None:
+        if name == "documents/.index.lock" and not fired:
+            fired.append(True)
+            other.documents.create("Sneaky", BODY)  # lands between our plan and our commit
+        original(name, timeout_ms)
+
+    locks.acquire = acquire  # type: ignore[method-assign]
+    result = root.documents.create("Late runbook", BODY)
+    assert fired and result.archived  # planning ran again and archived to make room
+    total = sum(r["sizeBytes"] for r in index(ports) if r["status"] == "active")
+    assert total <= LIMIT
+
+
+def test_a_storage_failure_in_the_commit_is_typed_and_acknowledges_nothing() -> None:
+    inner, _ = memory_ports()
+    injector = FaultInjector()
+    root = MemoryRoot.open("/roots/r", CONFIG, ports=faulty_ports(inner, injector))
+    start = injector.count
+    root.documents.create("Probe", "body")
+    calls = injector.names[start:]
+    write = calls.index("files.write_temp")
+    root2 = MemoryRoot.open("/roots/r", CONFIG, ports=faulty_ports(inner, injector))
+    injector.faults[injector.count + write] = Fault(injector.count + write, "fail")
+    with pytest.raises(StorageError):
+        root2.documents.create("Second", "body")
+    assert [r["title"] for r in index(inner)] == ["Probe"]
+
+
+# -- crash repair on open ------------------------------------------------------------------------
+
+
+def test_opening_repairs_every_crash_window() -> None:
+    root, ports = open_root()
+    a, b = fill(root, ports, 2)
+    c = root.documents.create("Gamma", "gamma body").document.id
+    d = root.documents.create("Delta", "delta body").document.id
+    rec = {r["id"]: r for r in index(ports)}
+    files = ports.files
+    assert isinstance(files, MemoryFiles)
+    # a: archived in the index but the active file is still there (crash before the remove)
+    root.documents.archive(a)
+    rec_a = {r["id"]: r for r in index(ports)}[a]
+    files.put(f"documents/active/{rec_a['filename']}", b"stale active copy")
+    # b: the archived copy was written but the index still says active
+    files.put(
+        f"documents/archived/{rec[b]['filename']}", files.read(rec[b]["relativePath"]) or b""
+    )
+    # c: an update wrote the file but not the index
+    record_c, _ = root.documents.get(c)
+    from mnemon_sm.documents.model import content_hash, render
+
+    newer = attrs.evolve(
+        record_c, content_hash=content_hash("gamma v2"), updated_at="2026-12-01T00:00:00.000Z"
+    )
+    files.put(record_c.relative_path, render(newer, "gamma v2"))
+    # d: its active file vanished, but an archived copy exists
+    files.put(
+        f"documents/archived/{rec[d]['filename']}", files.read(rec[d]["relativePath"]) or b""
+    )
+    files.remove(rec[d]["relativePath"])
+    # an orphan from a create that crashed before the index commit
+    orphan = render(attrs.evolve(record_c, id="ffffffff-0000-0000-0000-000000000000"), "orphan")
+    files.put("documents/active/orphan-ffffffff.md", orphan)
+    files.put("documents/active/.x.md.1.2.ab.tmp", b"temp")
+
+    reopened = MemoryRoot.open("/roots/r", CONFIG, ports=ports)
+    after = {r["id"]: r for r in index(ports)}
+    names = set(files_of(ports))
+    for doc_id, r in after.items():
+        here = f"documents/{r['status']}/{r['filename']}"
+        there = f"documents/{'archived' if r['status'] == 'active' else 'active'}/{r['filename']}"
+        assert here in names and there not in names, doc_id
+    assert reopened.documents.get(a)[1] == BODY.strip()
+    assert after[c]["revision"] == 2 and reopened.documents.get(c)[1] == "gamma v2"
+    assert reopened.documents.get(d)[1] == "delta body"
+    assert "documents/active/orphan-ffffffff.md" not in names
+    assert "documents/active/.x.md.1.2.ab.tmp" not in names
+    assert world(ports)  # still a valid world
+
+
+def test_a_corrupt_index_is_reported_and_left_alone() -> None:
+    root, ports = open_root()
+    root.documents.create("One", "body")
+    files = ports.files
+    assert isinstance(files, MemoryFiles)
+    files.put(INDEX_PATH, b'{"version": 1, "documents": [{"id": 1}]}')
+    with pytest.raises(Exception, match="invalid document index"):
+        MemoryRoot.open("/roots/r", CONFIG, ports=ports)
+    assert files.read(INDEX_PATH) == b'{"version": 1, "documents": [{"id": 1}]}'
