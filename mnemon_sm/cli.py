@@ -144,9 +144,10 @@ def _parser() -> argparse.ArgumentParser:
     specs.add_argument("--tests", type=Path, help="property tests (default ./property_tests)")
     specs.set_defaults(run=_specs)
 
-    from .cli_long_term import register
+    from . import cli_documents, cli_long_term
 
-    register(commands, _open, _print_json)
+    cli_long_term.register(commands, _open, _print_json)
+    cli_documents.register(commands, _open, _print_json)
 
     demo = commands.add_parser("demo", help="run a scripted agent conversation")
     demo.add_argument("--root", dest="demo_root", type=Path, help="storage root (default: temp)")

@@ -7,29 +7,19 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from . import cli_support
+from .cli_support import Opener, Printer, Run
 from .longterm.values import CATEGORIES, EDGE_TYPES, MODES
 from .root import MemoryRoot
 
 __all__ = ["register"]
 
-Opener = Callable[[argparse.Namespace], MemoryRoot]
-Printer = Callable[[Any], None]
-
 
 def register(commands: Any, open_root: Opener, emit: Printer) -> None:
     """Add the long-term subcommands to ``commands`` (an argparse subparsers object)."""
 
-    Run = Callable[[MemoryRoot, argparse.Namespace], Any]
-
     def command(name: str, help_: str, run: Run, under: Any = commands) -> Any:
-        parser = under.add_parser(name, help=help_)
-
-        def handler(args: argparse.Namespace) -> None:
-            with open_root(args) as root:
-                emit(run(root, args))
-
-        parser.set_defaults(run=handler)
-        return parser
+        return cli_support.command(under, name, help_, run, open_root, emit)
 
     spaces = commands.add_parser("spaces", help="Memory Spaces").add_subparsers(
         dest="spaces_command", required=True

@@ -35,6 +35,21 @@ _STAGING = (
 _FAX = "The legacy fax gateway is tested by hand with the Zephyr checklist in docs/fax.md."
 
 
+_RUNBOOK = (
+    "# Rollout\n\nRoll out in three waves and watch the error budget between them.\n\n"
+    + "Check dashboards, then widen the wave. " * 50
+)
+
+
+def _runbooks(root: MemoryRoot) -> list[Any]:
+    return [
+        root.documents.create(
+            f"{env} rollout runbook", _RUNBOOK, description=f"How {env.lower()} is rolled out."
+        )
+        for env in ("Staging", "Canary", "Production")
+    ]
+
+
 class _Filled:
     """What filling MEMORY.md did (printed like a receipt)."""
 
@@ -138,6 +153,17 @@ STEPS: list[Step] = [
         lambda r: r.long_term.recall("how is the fax gateway tested"),
     ),
     (
+        "Agent: writes three runbooks as project Documents (the active set holds 6 KiB here).",
+        "documents.create three times: the third does not fit, so the least recently used "
+        "is archived after its cold reference is stored",
+        lambda r: _runbooks(r)[-1],
+    ),
+    (
+        "User: Where did the staging rollout runbook go?",
+        "long_term.recall by its title: the cold reference names the archived file and hash",
+        lambda r: r.long_term.recall("Staging rollout runbook"),
+    ),
+    (
         "User (a week later): Where is the deploy script again?",
         "long_term.recall (recall worker; evidence checked by the host)",
         lambda r: r.long_term.recall("where is the deploy script"),
@@ -161,7 +187,7 @@ def run_demo(root_dir: Path | None = None, *, out: Callable[[str], object] = pri
 
 def _run(root_dir: Path, out: Callable[[str], object]) -> None:
     out(f"mnemon-sm demo: storage root {root_dir} (embedded: no LLM, no network)")
-    with MemoryRoot.open(root_dir, Config()) as root:
+    with MemoryRoot.open(root_dir, Config(documents_active_limit=6144)) as root:
         for number, (said, call, step) in enumerate(STEPS, start=1):
             out("")
             out(f"[{number}] {said}")

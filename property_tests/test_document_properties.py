@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
@@ -305,3 +306,23 @@ def test_symlinked_document_directories_and_files_are_never_followed() -> None:
         assert not target.is_symlink()
         data = json.loads((root_dir / INDEX_PATH).read_text())
         assert data["documents"][0]["revision"] == 2
+
+
+texts = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=30)
+
+
+@given(records(), st.lists(texts, min_size=8, max_size=8))
+def test_the_index_encoder_equals_json_dumps(rs: list[DocumentRecord], words: list[str]) -> None:
+    import json as std_json
+
+    from mnemon_sm.documents.model import encode_index
+
+    varied = [
+        attrs.evolve(
+            r, title=words[i % 8], description=words[(i + 3) % 8], source_paths=(words[i % 8],)
+        )
+        for i, r in enumerate(rs)
+    ]
+    doc = {"version": 1, "documents": [r.to_json() for r in varied]}
+    expected = (std_json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    assert encode_index(varied) == expected

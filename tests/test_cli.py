@@ -487,6 +487,10 @@ def test_demo_root_keeps_its_files(tmp_path: Path) -> None:
     lines = proc.stdout.splitlines()
     recalled = next(line for line in lines if "receipt:" in line and "fax gateway" in line)
     assert '"tags": ["hot-memory-archive"]' in recalled
+    # ... and creates documents until one is archived; its cold reference is recalled.
+    assert '"archivedDocumentIds": [' in proc.stdout
+    assert 'Archived document \\"Staging rollout runbook\\"' in proc.stdout
+    assert any((demo_root / "documents" / "archived").iterdir())
     for target, name in (("user", "USER.md"), ("memory", "MEMORY.md")):
         expected = "\n§\n".join(contents[target]) + "\n"
         assert (runtime / name).read_bytes() == expected.encode("utf-8")
@@ -609,3 +613,48 @@ def test_remember_then_recall_on_a_fresh_root(tmp_path: Path) -> None:
     missing = run_cli(tmp_path, "--root", str(root), "recall", "x", "--space", "nope")
     assert missing.returncode == 1
     assert json.loads(missing.stderr)["error"]["type"] == "UnknownSpace"
+
+
+# -- documents --------------------------------------------------------------------------------
+
+
+def test_docs_overflow_archives_the_lru_document_and_its_reference_is_recallable(
+    tmp_path: Path,
+) -> None:
+    """Acceptance of the Documents issue, end to end on a real root."""
+    root = tmp_path / "R"
+    config = write_config(tmp_path, "documentsActiveLimit = 3000\ndurability = \"off\"\n")
+    base = ("--root", str(root), "--config", str(config), "docs")
+    body = "How to roll out the service, step by step. " * 20
+    ids = []
+    for name in ("Alpha rollout runbook", "Beta rollout runbook", "Gamma rollout runbook"):
+        proc = run_cli(tmp_path, *base, "create", "--title", name, body)
+        assert proc.returncode == 0, proc.stderr
+        ids.append(json.loads(proc.stdout)["document"]["id"])
+    created = json.loads(proc.stdout)
+    assert created["maintenance"]["archivedDocumentIds"] == [ids[0]]
+
+    index = json.loads((root / "documents" / "index.json").read_text())["documents"]
+    status = {d["id"]: d for d in index}
+    alpha = status[ids[0]]
+    assert alpha["status"] == "archived" and status[ids[2]]["status"] == "active"
+    archived_file = root / "documents" / "archived" / alpha["filename"]
+    assert archived_file.is_file()
+    assert not (root / "documents" / "active" / alpha["filename"]).exists()
+    assert sum(d["sizeBytes"] for d in index if d["status"] == "active") <= 3000
+
+    proc = run_cli(tmp_path, "--root", str(root), "recall", "Alpha rollout runbook")
+    assert proc.returncode == 0, proc.stderr
+    top = json.loads(proc.stdout)["results"][0]
+    assert "Alpha rollout runbook" in top["content"]
+    assert str(archived_file) in top["content"] and alpha["contentHash"] in top["content"]
+    assert top["memoryBodyId"] in alpha["memoryBodyIds"]
+
+    proc = run_cli(tmp_path, *base, "show", ids[0])
+    assert json.loads(proc.stdout)["content"] == body.strip()
+    proc = run_cli(tmp_path, *base, "update", ids[0], "new text")
+    assert error_of(proc)["type"] == "DocumentArchived"
+    proc = run_cli(tmp_path, *base, "search", "rollout", "--archived")
+    assert {hit["id"] for hit in json.loads(proc.stdout)} == set(ids)
+    proc = run_cli(tmp_path, *base, "archive", ids[2])
+    assert json.loads(proc.stdout)["document"]["status"] == "archived"

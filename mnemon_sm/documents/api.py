@@ -162,7 +162,7 @@ class Documents:
                 attrs.evolve(r, last_accessed_at=now) if r.id in seen else r for r in records
             )
             if self._config.write_enabled:
-                store.write_index(self._files, touched)
+                store.write_index(self._files, touched, self._config.durability)
             fresh = {r.id: r for r in touched}
             return [SearchHit(fresh[r.id], b, p, rules.excerpt(b)) for p, r, b in top]
 

@@ -230,15 +230,13 @@ class DocumentFlow(FlowContext):
                 if not plan.fits:
                     machine.raise_("commit_raced")
                     return
-                store.write_file(self.files, draft.record.path(), draft.data)
-                others = tuple(r for r in records if r.id != draft.record.id)
+                durability = self.config.durability
+                store.write_file(self.files, draft.record.path(), draft.data, durability)
                 if draft.previous is None:
-                    store.write_index(self.files, (*others, draft.record))
+                    after = (*records, draft.record)
                 else:
-                    store.write_index(
-                        self.files,
-                        tuple(draft.record if r.id == draft.record.id else r for r in records),
-                    )
+                    after = tuple(draft.record if r.id == draft.record.id else r for r in records)
+                store.write_index(self.files, after, durability)
         except MnemonError as exc:
             return self.refuse(machine, "commit_failed", exc)
         action = "created" if draft.previous is None else "updated"

@@ -74,12 +74,15 @@ def read_index(files: Files) -> tuple[DocumentRecord, ...]:
     return parse_index(files.read(INDEX_PATH))
 
 
-def write_index(files: Files, records: tuple[DocumentRecord, ...]) -> None:
-    replace_file(files, INDEX_PATH, encode_index(records), sync=True, sync_dir=True)
+def write_index(
+    files: Files, records: tuple[DocumentRecord, ...], durability: str = "full"
+) -> None:
+    write_file(files, INDEX_PATH, encode_index(records), durability)
 
 
-def write_file(files: Files, path: str, data: bytes) -> None:
-    replace_file(files, path, data, sync=True, sync_dir=True)
+def write_file(files: Files, path: str, data: bytes, durability: str = "full") -> None:
+    """Atomic replace; fsync as the root's durability level asks (see ``Config``)."""
+    replace_file(files, path, data, sync=durability != "off", sync_dir=durability == "full")
 
 
 def repair(files: Files, now: str) -> tuple[DocumentRecord, ...]:
