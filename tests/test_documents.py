@@ -468,3 +468,27 @@ def test_a_corrupt_index_is_reported_and_left_alone() -> None:
     with pytest.raises(Exception, match="invalid document index"):
         MemoryRoot.open("/roots/r", CONFIG, ports=ports)
     assert files.read(INDEX_PATH) == b'{"version": 1, "documents": [{"id": 1}]}'
+
+
+def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
+    from mnemon_sm.engine.spec import load_flow
+
+    ports, log = memory_ports()
+    root = MemoryRoot.open("/roots/r", CONFIG, ports=ports)
+    flow = root.documents._flow
+    log.probe = lambda: None if flow.state == "idle" else flow.state
+    ids = fill(root, ports, 3)
+    root.documents.create("One more runbook", BODY)  # archives through a new space
+    root.documents.update(ids[2], content="short now")
+    root.documents.archive(ids[2])
+    observed: dict[str, set[str]] = {}
+    for call in log.calls:
+        if call.state is not None:
+            observed.setdefault(call.state, set()).add(call.name)
+    spec = load_flow("document_mutation").spec
+    assert set(observed) == {"planning", "delegating", "confirming", "moving", "committing"}
+    for state, calls in observed.items():
+        declared = set(spec.states[state].ports)
+        assert calls <= declared, f"{state} made undeclared calls {calls - declared}"
+    assert {"long_term.remember", "long_term.insights"} <= observed["confirming"]
+    assert "long_term.remember" not in observed["delegating"]  # staged, not written

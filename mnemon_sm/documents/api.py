@@ -54,7 +54,7 @@ class Documents:
         self._op_mutex = threading.RLock()  # one mutation at a time per root in a process
         if files.list(DOCUMENTS_DIR):
             with self._locked():
-                store.repair(files, iso_ms(clock.now_ms()))
+                store.repair(files)
 
     # -- mutations -------------------------------------------------------------------------
 

@@ -85,7 +85,7 @@ def write_file(files: Files, path: str, data: bytes, durability: str = "full") -
     replace_file(files, path, data, sync=durability != "off", sync_dir=durability == "full")
 
 
-def repair(files: Files, now: str) -> tuple[DocumentRecord, ...]:
+def repair(files: Files) -> tuple[DocumentRecord, ...]:
     """Bring the files and the index back into agreement after a crash (call under the lock).
 
     Returns the (possibly rolled-forward) records. Never removes the only copy of a body.
@@ -122,7 +122,6 @@ def repair(files: Files, now: str) -> tuple[DocumentRecord, ...]:
                 files.remove(f"{ACTIVE_DIR}/{name}")  # an unacknowledged create
     if changed:
         write_index(files, tuple(records))
-    del now
     return tuple(records)
 
 
