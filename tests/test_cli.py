@@ -623,7 +623,7 @@ def test_docs_overflow_archives_the_lru_document_and_its_reference_is_recallable
 ) -> None:
     """Acceptance of the Documents issue, end to end on a real root."""
     root = tmp_path / "R"
-    config = write_config(tmp_path, "documentsActiveLimit = 3000\ndurability = \"off\"\n")
+    config = write_config(tmp_path, 'documentsActiveLimit = 3000\ndurability = "off"\n')
     base = ("--root", str(root), "--config", str(config), "docs")
     body = "How to roll out the service, step by step. " * 20
     ids = []
