@@ -14,6 +14,7 @@ import pytest
 from mnemon_sm import Config, MemoryRoot, WorkerFailed
 from mnemon_sm.documents.model import INDEX_PATH, slug
 from mnemon_sm.errors import (
+    CorruptStore,
     DocumentArchived,
     DocumentCapacityExceeded,
     DocumentConflict,
@@ -464,10 +465,18 @@ def test_a_corrupt_index_is_reported_and_left_alone() -> None:
     root.documents.create("One", "body")
     files = ports.files
     assert isinstance(files, MemoryFiles)
-    files.put(INDEX_PATH, b'{"version": 1, "documents": [{"id": 1}]}')
-    with pytest.raises(Exception, match="invalid document index"):
-        MemoryRoot.open("/roots/r", CONFIG, ports=ports)
-    assert files.read(INDEX_PATH) == b'{"version": 1, "documents": [{"id": 1}]}'
+    bad = b'{"version": 1, "documents": [{"id": 1}]}'
+    files.put(INDEX_PATH, bad)
+    reopened = MemoryRoot.open("/roots/r", CONFIG, ports=ports)  # hot memory still opens
+    assert reopened.hot.add("user", "Still works").success
+    for call in (
+        lambda: reopened.documents.create("Two", "body"),
+        lambda: reopened.documents.search("one"),
+        lambda: reopened.documents.records(),
+    ):
+        with pytest.raises(CorruptStore, match="invalid document index"):
+            call()
+    assert files.read(INDEX_PATH) == bad
 
 
 def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:

@@ -4,10 +4,13 @@ Create, update and archive go through the ``document_mutation`` flow (capacity p
 archiving with a confirmed cold reference). Search and get read the index and the files
 directly; search also records the access time of what it returns (that is what "least
 recently used" means). Opening the facade repairs the crash windows of earlier writers.
+Document operations of one root are serialized in the process; the index lock serializes
+them across processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -16,7 +19,7 @@ from typing import Any
 import attrs
 
 from ..config import Config
-from ..errors import InvalidInput
+from ..errors import InvalidInput, StorageError
 from ..longterm.api import LongTermMemory
 from ..ports import Clock, Files, Locks
 from ..text import iso_ms
@@ -52,9 +55,13 @@ class Documents:
             files, locks, clock, config, root_path, workers, long_term, new_id, self._mutex
         )
         self._op_mutex = threading.RLock()  # one mutation at a time per root in a process
-        if files.list(DOCUMENTS_DIR):
-            with self._locked():
-                store.repair(files)
+        # A corrupt index is reported by every document operation instead (it is never
+        # rewritten), and a busy lock only postpones the repair to the next opening: neither
+        # may keep hot memory from opening.
+        with contextlib.suppress(StorageError):
+            if files.list(DOCUMENTS_DIR):
+                with self._locked():
+                    store.repair(files)
 
     # -- mutations -------------------------------------------------------------------------
 
