@@ -29,6 +29,7 @@ from .hot.flow import HotMutationFlow
 from .hot.model import LOCK_NAME, SOURCE_PATH, TARGETS, HotEntry, HotStore, projection_path
 from .hot.rules import Receipt
 from .hot.store import SourceCache, repair_projections
+from .lifecycle.api import AgentLifecycle
 from .longterm.api import LongTermMemory
 from .longterm.catalog import Catalog
 from .longterm.select import open_long_term
@@ -286,6 +287,7 @@ class MemoryRoot:
         )
         self.hot = HotMemory(self._shared, self._flow, self._maintenance)
         self.context = Context(self._shared)
+        self._lifecycles: dict[str, AgentLifecycle] = {}
         self.documents = Documents(
             ports.files,
             ports.locks,
@@ -295,6 +297,28 @@ class MemoryRoot:
             lambda: ports.workers or BuiltinWorkers(),
             lambda: self.long_term,
         )
+
+    def lifecycle(self, agent_id: str) -> AgentLifecycle:
+        """The lifecycle of root agent ``agent_id`` (restored from ``state/`` if persisted).
+
+        Raises:
+            InvalidInput: a bad agent id. CorruptStore: its persisted state is invalid.
+        """
+        with self._shared.mutex:
+            found = self._lifecycles.get(agent_id)
+            if found is None:
+                found = AgentLifecycle(
+                    agent_id,
+                    self._ports.files,
+                    self._ports.clock,
+                    self.config,
+                    lambda: self._ports.workers or BuiltinWorkers(),
+                    self.hot,
+                    self.documents,
+                    lambda: self.long_term,
+                )
+                self._lifecycles[agent_id] = found
+            return found
 
     @property
     def long_term(self) -> LongTermMemory:

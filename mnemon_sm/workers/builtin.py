@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..text import words
-from . import maintenance_workers
+from . import maintenance_workers, review_worker
 from .port import ToolBox, WorkerRequest
 from .routing import choose_space, create_space, overlap, stored_id
 
@@ -124,6 +124,9 @@ class BuiltinWorkers:
 
     def _document_archive(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
         return maintenance_workers.document_archive(data, tools)
+
+    def _review(self, data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
+        return review_worker.review(data, tools)
 
     def _answer(self, data: Mapping[str, Any], _: ToolBox) -> dict[str, Any]:
         question = words(data["question"])

@@ -19,6 +19,7 @@ import attrs
 
 from ..convert import camel_case, register_camel_case
 from ..documents.values import DocumentArchiveResult
+from ..lifecycle.review import ReviewResult
 from ..maintenance.values import ArchiveResult, CompactionResult
 from .port import WorkerRequest
 
@@ -39,6 +40,7 @@ MAX_TOKENS = {
     "compact": 8192,
     "archive": 16384,
     "document_archive": 8192,
+    "review": 8192,
 }
 TASKS = {
     "recall": "Recall evidence for this request now.",
@@ -47,6 +49,7 @@ TASKS = {
     "compact": "Run local USER.md compaction now.",
     "archive": "Run the MEMORY.md capacity archive now.",
     "document_archive": "Archive this document's cold reference now.",
+    "review": "Review the completed conversation now.",
 }
 
 
@@ -88,6 +91,7 @@ RESULTS: dict[str, type] = {
     "compact": CompactionResult,
     "archive": ArchiveResult,
     "document_archive": DocumentArchiveResult,
+    "review": ReviewResult,
 }
 WRITE_ACTIONS: tuple[str, ...] = get_args(get_type_hints(WriteResult)["action"])
 

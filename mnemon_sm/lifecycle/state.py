@@ -1,0 +1,110 @@
+"""What one agent's lifecycle persists, and how: ``state/lifecycle/<agent id>.json``.
+
+The file holds the statechart's resting state and every piece of data the flow needs to
+resume (activity per turn, the deadline, prime, status, ended turns, the last review and the
+counters). It is written atomically (temporary file and rename) after every event that
+changed something; it is not fsynced, so it survives any process crash or restart, and a
+power loss can at worst lose the latest changes. Reading is strict: an unknown key, a
+missing one, another flow's file, another agent's file or a state the spec cannot rest in is
+``CorruptStore``, never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+import attrs
+
+from ..convert import StructureFailed, converter, register_camel_case, structure
+from ..errors import CorruptStore, InvalidInput
+from ..ports import Files
+from ..storage import replace_file
+from .scoring import TurnActivity
+
+__all__ = ["AgentState", "Counters", "LastReview", "load", "save", "state_path"]
+
+FLOW = "agent_lifecycle"
+STATE_DIR = "state/lifecycle"
+RESTING = ("idle", "armed", "deferred", "disposed")
+_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+ENDED_KEPT = 16
+
+
+@attrs.frozen
+class Counters:
+    primes: int = 0
+    recall_cues: int = 0
+    writeback_cues: int = 0
+    reviews: int = 0
+    failures: int = 0
+
+
+@attrs.frozen
+class LastReview:
+    at: str
+    action: str
+    score: int
+    summary: str
+    document_ids: list[str]
+
+
+@attrs.frozen
+class AgentState:
+    version: int
+    flow: str
+    agent_id: str
+    state: Literal["idle", "armed", "deferred", "disposed"]
+    prime_pending: bool
+    start_source: str
+    busy: bool
+    ended_turns: list[int]
+    deadline_ms: int | None
+    armed_turn: int | None
+    activity: list[TurnActivity]
+    last_review: LastReview | None
+    counters: Counters
+
+
+for _cls in (Counters, LastReview, AgentState):
+    register_camel_case(_cls)
+
+
+def check_agent_id(agent_id: object) -> str:
+    if not isinstance(agent_id, str) or not _AGENT_ID.match(agent_id):
+        raise InvalidInput(
+            "agent id must be 1-64 letters, digits, '.', '_' or '-', starting with a letter "
+            "or digit"
+        )
+    return agent_id
+
+
+def state_path(agent_id: str) -> str:
+    return f"{STATE_DIR}/{check_agent_id(agent_id)}.json"
+
+
+def load(files: Files, agent_id: str) -> AgentState | None:
+    path = state_path(agent_id)
+    data = files.read(path)
+    if data is None:
+        return None
+    try:
+        raw = json.loads(data.decode("utf-8"))
+        if not isinstance(raw, dict) or raw.get("version") != 1:
+            raise ValueError("must use version 1")
+        state = structure(raw, AgentState)
+    except (UnicodeDecodeError, ValueError, StructureFailed) as exc:
+        raise CorruptStore(f"{path} is not a lifecycle state: {exc}", path=path) from None
+    if state.flow != FLOW or state.agent_id != agent_id:
+        raise CorruptStore(f"{path} belongs to another flow or agent", path=path)
+    if state.state not in RESTING:
+        raise CorruptStore(f"{path} names a state the spec cannot rest in", path=path)
+    return state
+
+
+def save(files: Files, state: AgentState) -> None:
+    files.ensure_dir(STATE_DIR)
+    data: dict[str, Any] = converter.unstructure(state)
+    text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    replace_file(files, state_path(state.agent_id), text.encode("utf-8"), sync=False)

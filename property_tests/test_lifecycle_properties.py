@@ -1,0 +1,252 @@
+"""Agent lifecycle properties.
+
+- INV-LIF-5: all 32 combinations of the five switches against a small reference model of
+  reference section 13, over generated turns (user text, tool calls and results).
+- A state machine drives one agent through generated sessions, turns, steps, idle/busy
+  changes, time and restarts, with review workers that complete, skip, fail, raise or try to
+  change more than allowed:
+  - INV-LIF-1: a failed review never clears the activity; a completed one always does;
+  - INV-LIF-2: a review never runs while the agent is busy or before its turn ended;
+  - INV-LIF-3: one review changes hot memory at most once and documents at most once;
+  - INV-LIF-4: after a restart (a new root on the same storage) the state, the score and the
+    deadline are what they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Any
+
+import attrs
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from mnemon_sm import Config, MemoryRoot, MnemonError
+from mnemon_sm.lifecycle.scoring import score_of
+from mnemon_sm.ports import Ports
+from mnemon_sm.testing.memory import memory_ports
+from mnemon_sm.workers.port import ToolBox, WorkerRequest
+
+FAILED_KEEPS = "INV-LIF-1"
+NEVER_WHILE_BUSY = "INV-LIF-2"
+AT_MOST_ONE = "INV-LIF-3"
+RESTART = "INV-LIF-4"
+SWITCHES = "INV-LIF-5"
+IDLE_MS = 5_000
+
+COMBOS = list(itertools.product(["guided", "off"], ["guided", "off"], *[[True, False]] * 3))
+
+
+def message(ident: str, text: str, kind: str = "user") -> dict[str, Any]:
+    return {
+        "id": ident,
+        "role": "user" if kind == "user" else "assistant",
+        "content": [{"type": "text", "text": text}, {"type": "image", "data": "..."}],
+        "source": {"kind": kind},
+    }
+
+
+@given(
+    st.sampled_from(COMBOS),
+    st.integers(0, 400),
+    st.integers(0, 12),
+    st.lists(st.sampled_from(["read", "write", "grep", "edit", "run"]), max_size=6),
+)
+def test_the_five_switches_follow_the_reference_model(
+    combo: tuple[str, str, bool, bool, bool], chars: int, results: int, calls: list[str]
+) -> None:
+    recall, writeback, lifecycle, routing, writes = combo
+    config = Config(
+        recall_mode=recall,
+        writeback_mode=writeback,
+        lifecycle_enabled=lifecycle,
+        routing_guidance=routing,
+        write_enabled=writes,
+        idle_review_ms=IDLE_MS,
+    )
+    ports, _ = memory_ports()
+    root = MemoryRoot.open("/r", config, ports=ports)
+    agent = root.lifecycle("agent")
+    messages = [message("u1", "x" * chars)]
+    out = agent.pre_step(1, 1, messages)
+    # the model
+    recording = lifecycle and writes and writeback == "guided"
+    cue_recall = lifecycle and recall == "guided"
+    cue_write = lifecycle and writeback == "guided" and writes
+    expected_cue = cue_recall or cue_write
+    assert out[: len(messages)] == messages and out[0] is messages[0], SWITCHES
+    assert len(out) == len(messages) + int(expected_cue), SWITCHES
+    if expected_cue:
+        text = out[-1]["content"][0]["text"]
+        assert ("search the active Documents" in text) == cue_recall, SWITCHES
+        assert ("runtime-memory tool" in text) == cue_write, SWITCHES
+    status = agent.status()
+    assert status["counters"]["primes"] == int(lifecycle), SWITCHES
+    assert status["counters"]["recallCues"] == int(cue_recall), SWITCHES
+    assert status["counters"]["writebackCues"] == int(cue_write), SWITCHES
+    events = [{"type": "tool/call", "name": n, "turn": 1} for n in calls]
+    events += [{"type": "tool/result", "turn": 1}] * results
+    agent.turn_stopping(1, events)
+    model = score_of(chars, 1, results, len(set(calls))) if recording else score_of(0, 0, 0, 0)
+    assert agent.score == model, SWITCHES
+    assert (agent.state == "armed") == (recording and model.eligible), SWITCHES
+    agent.turn_ended(1)
+    ports.clock.advance(IDLE_MS)  # type: ignore[attr-defined]
+    agent.tick()
+    ran = agent.status()["counters"]["reviews"]
+    assert ran == int(recording and model.eligible), SWITCHES
+    assert (root.context.routing_guidance() != "") == routing, SWITCHES
+
+
+# -- the state machine ---------------------------------------------------------------------------
+
+BEHAVIOURS = ("complete", "skip", "fail", "raise", "greedy")
+
+
+class Worker:
+    """A review worker whose behaviour the test chooses, and which checks when it runs."""
+
+    def __init__(self, machine: LifecycleMachine) -> None:
+        self.machine = machine
+        self.behaviour = "complete"
+        self.runs = 0
+
+    def run(self, request: WorkerRequest, tools: ToolBox) -> object:
+        m = self.machine
+        assert request.kind == "review"
+        assert not m.busy, NEVER_WHILE_BUSY
+        assert m.armed_turn in m.ended, NEVER_WHILE_BUSY
+        self.runs += 1
+        if self.behaviour == "raise":
+            raise RuntimeError("model unavailable")
+        if self.behaviour == "greedy":
+            for i in range(3):  # the refusals after the first change are what is tested
+                with contextlib.suppress(MnemonError):
+                    content = f"greedy {self.runs}-{i}"
+                    tools.call(
+                        "mnemon_runtime_memory",
+                        {"action": "add", "target": "memory", "content": content},
+                    )
+                with contextlib.suppress(MnemonError):
+                    title = f"Doc {self.runs}-{i}"
+                    tools.call(
+                        "mnemon_document_manage",
+                        {"action": "create", "title": title, "content": "body"},
+                    )
+            return {"summary": "changed", "action": "stored", "documentIds": []}
+        action = {"complete": "stored", "skip": "skipped", "fail": "failed"}[self.behaviour]
+        return {"summary": self.behaviour, "action": action, "documentIds": []}
+
+
+class LifecycleMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.worker = Worker(self)
+        ports, _ = memory_ports()
+        self.ports: Ports = attrs.evolve(ports, workers=self.worker)
+        self.config = Config(idle_review_ms=IDLE_MS, durability="off")
+        self.root = MemoryRoot.open("/r", self.config, ports=self.ports)
+        self.agent = self.root.lifecycle("agent-1")
+        self.turn = 0
+        self.ended: set[int] = set()
+        self.busy = False
+        self.armed_turn: int | None = None
+        self.serial = 0
+        self.reviews = 0
+
+    @rule(source=st.sampled_from(["startup", "resume", "clear"]))
+    def session_start(self, source: str) -> None:
+        self.agent.session_start(source)
+        assert self.agent.score.turns == 0
+
+    @rule(chars=st.integers(0, 300), steps=st.integers(1, 3))
+    def user_turn(self, chars: int, steps: int) -> None:
+        self.turn += 1
+        self.serial += 1
+        msgs = [message(f"m{self.serial}", "y" * chars)]
+        for step in range(1, steps + 1):
+            out = self.agent.pre_step(self.turn, step, msgs)
+            assert out[: len(msgs)] == msgs
+        if self.agent.state == "idle":
+            self.armed_turn = None
+
+    @precondition(lambda self: self.turn > 0)
+    @rule(results=st.integers(0, 12), tools=st.integers(0, 5))
+    def stop_turn(self, results: int, tools: int) -> None:
+        events = [{"type": "tool/call", "name": f"t{i}", "turn": self.turn} for i in range(tools)]
+        events += [{"type": "tool/result", "turn": self.turn}] * results
+        self.agent.turn_stopping(self.turn, events)
+        self.agent.turn_stopping(self.turn, events)  # repeated: never double counted
+        if self.agent.state == "armed":
+            self.armed_turn = self.turn
+
+    @rule(chars=st.integers(150, 400), results=st.integers(5, 12), idle=st.booleans())
+    def eligible_turn(self, chars: int, results: int, idle: bool) -> None:
+        """A whole turn with enough activity to arm a review."""
+        self.user_turn(chars, 1)
+        self.stop_turn(results, 4)
+        self.end_turn()
+        self.status(not idle)
+
+    @rule(behaviour=st.sampled_from(BEHAVIOURS))
+    def review_now(self, behaviour: str) -> None:
+        """An eligible turn, the agent idle, the deadline passed: a review runs."""
+        self.eligible_turn(200, 6, True)
+        runs = self.worker.runs
+        self.time_passes(2 * IDLE_MS, behaviour)
+        assert self.worker.runs == runs + 1
+
+    @precondition(lambda self: self.turn > 0)
+    @rule()
+    def end_turn(self) -> None:
+        self.ended.add(self.turn)
+        self.agent.turn_ended(self.turn)
+
+    @rule(busy=st.booleans())
+    def status(self, busy: bool) -> None:
+        self.busy = busy
+        (self.agent.agent_busy if busy else self.agent.agent_idle)()
+
+    @rule(
+        ms=st.sampled_from([0, 1, IDLE_MS // 2, IDLE_MS, 2 * IDLE_MS]),
+        behaviour=st.sampled_from(BEHAVIOURS),
+    )
+    def time_passes(self, ms: int, behaviour: str) -> None:
+        self.worker.behaviour = behaviour
+        before = self.agent.score
+        runs = self.worker.runs
+        hot_before = len(self.root.hot.snapshot().entries)
+        docs_before = len(self.root.documents.records())
+        self.ports.clock.advance(ms)  # type: ignore[attr-defined]
+        self.agent.tick()
+        if self.worker.runs > runs:  # a review ran
+            self.reviews += 1
+            if behaviour in ("fail", "raise"):
+                assert self.agent.score == before, FAILED_KEEPS
+            else:
+                assert self.agent.score.turns == 0, FAILED_KEEPS
+            assert len(self.root.hot.snapshot().entries) - hot_before <= 1, AT_MOST_ONE
+            assert len(self.root.documents.records()) - docs_before <= 1, AT_MOST_ONE
+            assert self.agent.state == "idle"
+
+    @rule()
+    def restart(self) -> None:
+        before = self.agent.status()
+        score, deadline, state = self.agent.score, self.agent.deadline_ms, self.agent.state
+        self.root = MemoryRoot.open("/r", self.config, ports=self.ports)
+        self.agent = self.root.lifecycle("agent-1")
+        assert (self.agent.score, self.agent.deadline_ms, self.agent.state) == (
+            score,
+            deadline,
+            state,
+        ), RESTART
+        assert self.agent.status() == before, RESTART
+
+    @invariant()
+    def never_reviewing_at_rest(self) -> None:
+        assert self.agent.state in ("idle", "armed", "deferred")
+
+
+TestLifecycle = LifecycleMachine.TestCase
