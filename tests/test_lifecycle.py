@@ -1,0 +1,292 @@
+"""Agent lifecycle stories: the scoring examples, counting rules, prime and cues, deadlines,
+review outcomes, persistence, illegal events and the asyncio driver."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import attrs
+import pytest
+
+from mnemon_sm import Config, CorruptStore, IllegalEvent, InvalidInput, MemoryRoot
+from mnemon_sm.lifecycle.api import AsyncDriver
+from mnemon_sm.lifecycle.scoring import score_of
+from mnemon_sm.ports import Ports
+from mnemon_sm.testing.longterm import ScriptedWorkers
+from mnemon_sm.testing.memory import memory_ports
+from mnemon_sm.workers.port import ToolBox, WorkerRequest
+
+IDLE_MS = 30_000
+
+
+def user(ident: str, text: str, *, extra: list[Any] | None = None) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "role": "user",
+        "content": [{"type": "text", "text": text}, *(extra or [])],
+        "source": {"kind": "user"},
+    }
+
+
+def tools(turn: int, calls: list[str], results: int) -> list[dict[str, Any]]:
+    events = [{"type": "tool/call", "name": n, "turn": turn} for n in calls]
+    return events + [{"type": "tool/result", "turn": turn}] * results
+
+
+def agent(workers: Any = None, **config: Any) -> tuple[Any, MemoryRoot, Ports]:
+    ports, _ = memory_ports()
+    if workers is not None:
+        ports = attrs.evolve(ports, workers=workers)
+    root = MemoryRoot.open("/r", Config(durability="off", **config), ports=ports)
+    return root.lifecycle("main"), root, ports
+
+
+@pytest.mark.parametrize(
+    ("chars", "turns", "results", "unique", "expected"),
+    [
+        (150, 1, 0, 0, 4),
+        (150, 2, 0, 0, 5),
+        (100, 1, 5, 3, 5),
+        (0, 5, 0, 0, 5),
+        (1000, 2, 100, 8, 9),
+    ],
+)
+def test_scoring_examples(
+    chars: int, turns: int, results: int, unique: int, expected: int
+) -> None:
+    s = score_of(chars, turns, results, unique)
+    assert s.total == expected and s.eligible == (expected >= 5)
+
+
+def test_the_reference_worked_example_through_the_hooks() -> None:
+    lc, _, _ = agent()
+    lc.pre_step(1, 1, [user("m1", "x" * 100)])
+    lc.turn_stopping(1, tools(1, ["read", "read", "write", "search", "read"], 5))
+    s = lc.score
+    assert (s.text_score, s.turn_score, s.tool_score, s.diversity_score, s.total) == (
+        2,
+        1,
+        1,
+        1,
+        5,
+    )
+    assert lc.state == "armed"
+
+
+def test_counting_rules() -> None:
+    lc, _, _ = agent()
+    emoji = user("m1", "  😀 é  ", extra=[{"type": "image", "data": "..."}])
+    lc.pre_step(1, 1, [emoji])
+    lc.pre_step(1, 2, [emoji, {"id": "a1", "role": "assistant", "content": "long " * 99}])
+    assert lc.score.user_chars == 4  # UTF-16 units of the trimmed text, counted once
+    lc.turn_stopping(1, tools(1, ["a"], 7))
+    lc.turn_stopping(1, tools(1, ["a"], 7))  # set, not added
+    assert lc.score.tool_results == 7 and lc.score.turns == 1
+    lc.pre_step(2, 1, [user("m2", "hi")])
+    assert lc.score.turns == 2  # the turn in progress counts from its first pre-step
+
+
+def test_prime_once_per_session_and_a_cue_per_turn_with_messages_untouched() -> None:
+    lc, _, _ = agent()
+    first = [user("m1", "hello", extra=[{"type": "image", "data": "abc"}])]
+    out = lc.pre_step(1, 1, first)
+    assert out[0] is first[0] and len(out) == 2 and first[0]["content"][1]["type"] == "image"
+    assert out[1]["source"]["plugin"] == "mnemon_sm"
+    assert lc.pre_step(1, 2, first) == first  # later steps: no cue
+    lc.pre_step(2, 1, [user("m2", "again")])
+    counters = lc.status()["counters"]
+    assert (counters["primes"], counters["recallCues"], counters["writebackCues"]) == (1, 2, 2)
+    own = lc.pre_step(3, 1, [out[1]])  # a turn started by our own cue
+    assert own == [out[1]] and lc.status()["counters"]["recallCues"] == 2
+    lc.session_start("resume")
+    assert lc.status()["primePending"] and lc.score.turns == 0
+    lc.pre_step(4, 1, [user("m4", "x")])
+    assert lc.status()["counters"]["primes"] == 2
+
+
+def test_no_cue_when_both_modes_are_off_and_no_write_clause_without_writes() -> None:
+    lc, _, _ = agent(recall_mode="off", writeback_mode="off")
+    msgs = [user("m1", "x")]
+    assert lc.pre_step(1, 1, msgs) == msgs
+    lc, _, _ = agent(write_enabled=False)
+    text = lc.pre_step(1, 1, msgs)[-1]["content"][0]["text"]
+    assert "runtime-memory" not in text and "Documents" in text
+
+
+def eligible_turn(lc: Any, turn: int) -> None:
+    lc.pre_step(turn, 1, [user(f"m{turn}", "y" * 200)])
+    lc.turn_stopping(turn, tools(turn, ["a", "b", "c", "d"], 5))
+
+
+def test_a_new_turn_cancels_the_armed_review_even_with_the_lifecycle_off() -> None:
+    lc, root, ports = agent()
+    eligible_turn(lc, 1)
+    assert lc.state == "armed"
+    lc.pre_step(2, 1, [user("m2", "next")])
+    assert lc.state == "idle" and lc.deadline_ms is None and lc.score.turns == 2
+    off = MemoryRoot.open("/r", Config(durability="off", lifecycle_enabled=False), ports=ports)
+    lc_off = off.lifecycle("other")
+    lc_off._flow.state = "armed"  # armed earlier, then the lifecycle was switched off
+    lc_off._flow.deadline_ms = 1
+    lc_off.pre_step(1, 1, [user("m", "x")])
+    assert lc_off.state == "idle"
+    del root
+
+
+def test_deadline_while_busy_defers_until_idle_then_reviews() -> None:
+    lc, root, ports = agent()
+    eligible_turn(lc, 1)
+    lc.turn_ended(1)
+    lc.agent_busy()
+    lc.tick(ports.clock.now_ms() + IDLE_MS - 1)
+    assert lc.state == "armed"
+    lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert lc.state == "deferred"
+    lc.agent_idle()
+    assert lc.state == "armed" and lc.deadline_ms == ports.clock.now_ms()
+    lc.tick()
+    assert lc.state == "idle" and lc.status()["lastReview"]["action"] == "skipped"
+    assert lc.score.turns == 0  # a completed review (a skip) clears the activity
+    del root
+
+
+def test_a_deadline_before_the_turn_ended_is_dropped_and_activity_kept() -> None:
+    lc, _, ports = agent()
+    eligible_turn(lc, 1)
+    lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert lc.state == "idle" and lc.score.turns == 1 and lc.status()["counters"]["reviews"] == 0
+
+
+@pytest.mark.parametrize("failure", ["raise", "failed", "invalid"])
+def test_a_failed_review_keeps_the_activity_and_is_not_retried_by_itself(failure: str) -> None:
+    def worker(request: WorkerRequest, tools: ToolBox) -> object:
+        if failure == "raise":
+            raise TimeoutError("model timed out")
+        if failure == "invalid":
+            return {"summary": "x"}
+        return {"summary": "could not decide", "action": "failed", "documentIds": []}
+
+    lc, _, ports = agent(ScriptedWorkers({"review": worker}))
+    eligible_turn(lc, 1)
+    lc.turn_ended(1)
+    before = lc.score
+    lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert lc.state == "idle" and lc.score == before
+    assert lc.status()["counters"]["failures"] == 1
+    lc.tick(ports.clock.now_ms() + 10 * IDLE_MS)
+    assert lc.status()["counters"]["failures"] == 1  # no retry storm
+    eligible_turn(lc, 2)
+    assert lc.state == "armed"  # a later eligible turn re-arms
+
+
+def test_builtin_review_saves_one_explicit_statement() -> None:
+    lc, root, ports = agent()
+    lc.pre_step(
+        1, 1, [user("m1", "I prefer tabs over spaces. Also remember that CI runs on Fridays.")]
+    )
+    lc.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))
+    lc.turn_ended(1)
+    lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert lc.status()["lastReview"]["action"] == "stored"
+    # one statement only, though the message holds two
+    assert [(e.target, e.content) for e in root.hot.snapshot().entries] == [
+        ("memory", "CI runs on Fridays")
+    ]
+
+
+def test_state_survives_a_restart_and_the_review_still_fires() -> None:
+    lc, _, ports = agent()
+    eligible_turn(lc, 1)
+    lc.turn_ended(1)
+    status = lc.status()
+    again = MemoryRoot.open("/r", Config(durability="off"), ports=ports).lifecycle("main")
+    assert again.status() == status and again.deadline_ms == lc.deadline_ms
+    again.tick(ports.clock.now_ms() + IDLE_MS)
+    assert again.status()["counters"]["reviews"] == 1
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: {**d, "flow": "hot_memory_mutation"},
+        lambda d: {**d, "agentId": "someone-else"},
+        lambda d: {**d, "state": "reviewing"},
+        lambda d: {**d, "surprise": 1},
+        lambda d: {k: v for k, v in d.items() if k != "deadlineMs"},
+        lambda d: "not an object",
+    ],
+)
+def test_a_corrupt_or_foreign_state_file_is_refused(edit: Any) -> None:
+    lc, _, ports = agent()
+    eligible_turn(lc, 1)
+    path = "state/lifecycle/main.json"
+    data = json.loads(ports.files.read(path) or b"")
+    ports.files.put(path, json.dumps(edit(data)).encode())  # type: ignore[attr-defined]
+    root = MemoryRoot.open("/r", Config(durability="off"), ports=ports)
+    with pytest.raises(CorruptStore):
+        root.lifecycle("main")
+
+
+def test_bad_agent_ids_and_events_after_dispose() -> None:
+    lc, root, _ = agent()
+    with pytest.raises(InvalidInput):
+        root.lifecycle("../escape")
+    lc.dispose()
+    with pytest.raises(IllegalEvent) as caught:
+        lc.pre_step(1, 1, [])
+    assert caught.value.state == "disposed"
+    assert lc.state == "disposed"
+
+
+def test_async_driver_fires_the_deadline_with_a_fake_sleep() -> None:
+    lc, _, ports = agent()
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        ports.clock.advance(int(seconds * 1000))  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        driver = AsyncDriver(lc, ports.clock, sleep=fake_sleep)
+        task = asyncio.create_task(driver.run())
+        await asyncio.sleep(0)
+        eligible_turn(lc, 1)
+        lc.turn_ended(1)
+        driver.notify()
+        for _ in range(20):
+            await asyncio.sleep(0)
+            if lc.status()["counters"]["reviews"]:
+                break
+        driver.stop()
+        await task
+
+    asyncio.run(main())
+    assert slept == [IDLE_MS / 1000]
+    assert lc.status()["counters"]["reviews"] == 1
+
+
+def test_review_tools_refuse_what_is_not_granted() -> None:
+    seen: list[Any] = []
+
+    def worker(request: WorkerRequest, tools: ToolBox) -> object:
+        seen.append(request.tools)
+        for name, args in (
+            ("mnemon_remember", {"content": "x"}),
+            ("mnemon_document_manage", {"action": "archive", "id": "x"}),
+        ):
+            try:
+                tools.call(name, args)
+            except Exception as exc:
+                seen.append(type(exc).__name__)
+        return {"summary": "none", "action": "skipped", "documentIds": []}
+
+    lc, _, ports = agent(ScriptedWorkers({"review": worker}))
+    eligible_turn(lc, 1)
+    lc.turn_ended(1)
+    lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert "mnemon_remember" not in seen[0] and "mnemon_runtime_memory" in seen[0]
+    assert seen[1:] == ["ToolRefused", "ToolRefused"]
+    # calling a tool that was not granted fails the run: the activity is kept
+    assert lc.status()["counters"]["failures"] == 1
