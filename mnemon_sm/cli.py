@@ -40,6 +40,14 @@ def _open(args: argparse.Namespace) -> MemoryRoot:
     return MemoryRoot.open(args.root or default_root(), config)
 
 
+def _replay(args: argparse.Namespace) -> None:
+    from .lifecycle.replay import replay
+
+    config = Config.from_toml(args.config) if args.config else Config()
+    statuses = replay(args.events, args.root or default_root(), config)
+    _print_json(statuses)
+
+
 def _hot_add(args: argparse.Namespace) -> None:
     with _open(args) as root:
         receipt = root.hot.add(
@@ -148,6 +156,15 @@ def _parser() -> argparse.ArgumentParser:
 
     cli_long_term.register(commands, _open, _print_json)
     cli_documents.register(commands, _open, _print_json)
+
+    lifecycle = commands.add_parser("lifecycle", help="agent lifecycle").add_subparsers(
+        dest="lifecycle_command", required=True
+    )
+    replay = lifecycle.add_parser(
+        "replay", help="feed a recorded host event log and print every transition"
+    )
+    replay.add_argument("events", type=Path, help="JSON lines: {at, event, ...}")
+    replay.set_defaults(run=_replay)
 
     demo = commands.add_parser("demo", help="run a scripted agent conversation")
     demo.add_argument("--root", dest="demo_root", type=Path, help="storage root (default: temp)")

@@ -50,6 +50,61 @@ def _runbooks(root: MemoryRoot) -> list[Any]:
     ]
 
 
+class _Shown:
+    """A plain JSON value printed like a receipt."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def to_json(self) -> Any:
+        return self.value
+
+
+_SAID = (
+    "Please remember that release builds need the signing key from the vault; we lost an "
+    "afternoon to that last week."
+)
+
+
+def _first_turn(root: MemoryRoot) -> _Shown:
+    agent = root.lifecycle("demo-agent")
+    agent.session_start("startup")
+    said: dict[str, Any] = {
+        "id": "u1",
+        "role": "user",
+        "content": [{"type": "text", "text": _SAID}],
+        "source": {"kind": "user"},
+    }
+    entered = agent.pre_step(1, 1, [said])
+    status = agent.status()
+    return _Shown(
+        {
+            "primes": status["counters"]["primes"],
+            "messagesEntered": len(entered),
+            "cue": entered[-1]["content"][0]["text"],
+        }
+    )
+
+
+def _turn_stops(root: MemoryRoot) -> _Shown:
+    agent = root.lifecycle("demo-agent")
+    calls: list[dict[str, Any]] = [
+        {"type": "tool/call", "name": n, "turn": 1} for n in ("read", "grep", "edit", "run")
+    ]
+    results: list[dict[str, Any]] = [{"type": "tool/result", "turn": 1}] * 5
+    agent.turn_stopping(1, calls + results)
+    return _Shown({"state": agent.state, "activity": agent.score.to_json()})
+
+
+def _idle_review(root: MemoryRoot) -> _Shown:
+    agent = root.lifecycle("demo-agent")
+    agent.turn_ended(1)
+    agent.agent_idle()
+    due = agent.deadline_ms
+    agent.tick(due)  # time is an input: the host's clock reached the deadline
+    return _Shown({"state": agent.state, "lastReview": agent.status()["lastReview"]})
+
+
 class _Filled:
     """What filling MEMORY.md did (printed like a receipt)."""
 
@@ -162,6 +217,21 @@ STEPS: list[Step] = [
         "User: Where did the staging rollout runbook go?",
         "long_term.recall by its title: the cold reference names the archived file and hash",
         lambda r: r.long_term.recall("Staging rollout runbook"),
+    ),
+    (
+        "Host: a session starts and the user's first turn begins.",
+        "lifecycle.session_start, then pre_step: the agent is primed and one cue is appended",
+        _first_turn,
+    ),
+    (
+        "Host: the turn stops after four different tools returned five results.",
+        "lifecycle.turn_stopping: the activity reaches the threshold and a review is armed",
+        _turn_stops,
+    ),
+    (
+        "Host: the turn ends, the agent is idle, and idleReviewMs pass.",
+        "lifecycle.tick at the deadline: the review saves the one explicit statement",
+        _idle_review,
     ),
     (
         "User (a week later): Where is the deploy script again?",

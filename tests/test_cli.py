@@ -482,7 +482,7 @@ def test_demo_root_keeps_its_files(tmp_path: Path) -> None:
     assert contents["memory"]
     # The demo overflows MEMORY.md: it is archived and compacted, and the add lands last.
     assert '"maintenance": {"kind": "long-term-archive"' in proc.stdout
-    assert contents["memory"][-1].startswith("The staging database is rebuilt every Sunday")
+    assert contents["memory"][-2].startswith("The staging database is rebuilt every Sunday")
     assert not any("fax gateway" in c for c in contents["memory"])
     lines = proc.stdout.splitlines()
     recalled = next(line for line in lines if "receipt:" in line and "fax gateway" in line)
@@ -491,6 +491,11 @@ def test_demo_root_keeps_its_files(tmp_path: Path) -> None:
     assert '"archivedDocumentIds": [' in proc.stdout
     assert 'Archived document \\"Staging rollout runbook\\"' in proc.stdout
     assert any((demo_root / "documents" / "archived").iterdir())
+    # ... and a primed turn with a cue, activity reaching the threshold, an idle review.
+    assert '"primes": 1, "messagesEntered": 2' in proc.stdout
+    assert '"state": "armed"' in proc.stdout and '"eligible": true' in proc.stdout
+    assert '"action": "stored"' in proc.stdout
+    assert "Release builds need the signing key from the vault" in contents["memory"][-1]
     for target, name in (("user", "USER.md"), ("memory", "MEMORY.md")):
         expected = "\n§\n".join(contents[target]) + "\n"
         assert (runtime / name).read_bytes() == expected.encode("utf-8")
@@ -658,3 +663,41 @@ def test_docs_overflow_archives_the_lru_document_and_its_reference_is_recallable
     assert {hit["id"] for hit in json.loads(proc.stdout)} == set(ids)
     proc = run_cli(tmp_path, *base, "archive", ids[2])
     assert json.loads(proc.stdout)["document"]["status"] == "archived"
+
+
+# -- lifecycle replay -------------------------------------------------------------------------
+
+EVENTS = Path(__file__).parent / "data" / "lifecycle_events.jsonl"
+
+
+def test_lifecycle_replay_prints_every_step_and_a_restart_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    whole = run_cli(tmp_path, "--root", str(tmp_path / "A"), "lifecycle", "replay", str(EVENTS))
+    assert whole.returncode == 0, whole.stderr
+    out = whole.stdout
+    for expected in (
+        "idle --session_start--> idle",
+        "cue appended: [MEMORY]",
+        "idle --turn_stopping--> armed",
+        '"eligible": true',
+        "armed --tick--> reviewing",
+        "reviewing --review_completed--> idle",
+        'review receipt: {"at": ',
+    ):
+        assert expected in out, expected
+    final = json.loads(out[out.index("\n{") :])
+
+    # The same log, with the host process killed and restarted after the turn ended.
+    lines = EVENTS.read_text().splitlines()
+    cut = next(i for i, line in enumerate(lines) if '"turn_ended"' in line) + 1
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("\n".join(lines[:cut]) + "\n")
+    second.write_text("\n".join(lines[cut:]) + "\n")
+    root_b = str(tmp_path / "B")
+    assert run_cli(tmp_path, "--root", root_b, "lifecycle", "replay", str(first)).returncode == 0
+    resumed = run_cli(tmp_path, "--root", root_b, "lifecycle", "replay", str(second))
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout[resumed.stdout.index("\n{") :]) == final
+    memory = (tmp_path / "B" / "runtime" / "MEMORY.md").read_text()
+    assert memory == (tmp_path / "A" / "runtime" / "MEMORY.md").read_text() != ""

@@ -222,8 +222,9 @@ def test_a_corrupt_or_foreign_state_file_is_refused(edit: Any) -> None:
     lc, _, ports = agent()
     eligible_turn(lc, 1)
     path = "state/lifecycle/main.json"
-    data = json.loads(ports.files.read(path) or b"")
-    ports.files.put(path, json.dumps(edit(data)).encode())  # type: ignore[attr-defined]
+    data = json.loads((ports.files.read(path) or b"").splitlines()[-1])
+    line = json.dumps(edit(data)) + "\n"
+    ports.files.put(path, line.encode())  # type: ignore[attr-defined]
     root = MemoryRoot.open("/r", Config(durability="off"), ports=ports)
     with pytest.raises(CorruptStore):
         root.lifecycle("main")

@@ -48,7 +48,7 @@ class AgentLifecycle:
         self._workers, self._hot, self._documents = workers, hot, documents
         self._long_term = long_term
         self._mutex = threading.RLock()
-        restored = persisted.load(files, self.agent_id)
+        restored, self._size = persisted.load(files, self.agent_id)
         self._flow = LifecycleFlow(self.agent_id, config, clock, self._review, restored)
         self._persist()
 
@@ -137,7 +137,7 @@ class AgentLifecycle:
 
     def _persist(self) -> None:
         if self._flow.dirty and self._flow.state != "reviewing":
-            persisted.save(self._files, self._flow.snapshot())
+            self._size = persisted.save(self._files, self._flow.snapshot(), self._size)
             self._flow.dirty = False
 
     def _review(self, activity: Sequence[TurnActivity], score: Score) -> ReviewOutcome:

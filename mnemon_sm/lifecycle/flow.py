@@ -152,21 +152,17 @@ class LifecycleFlow:
         self.output.append(cues.cue_message(text, f"mnemon-cue-{turn}-{next(_cue_ids)}"))
         self.dirty = True
 
-    def record_stop(
-        self, machine: Machine, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()
-    ) -> None:
-        if not self._recording():
-            return
-        self.deadline_ms, self.armed_turn = None, None
-        current = self.activity.get(turn) or TurnActivity(turn)
-        self.activity[turn] = record_tools(current, tool_events)
-        self.dirty = True
+    def record_stop(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Set the turn's tools; arm the deadline when the activity is eligible, else cancel
+        it (the guards already chose the target state from the same computation)."""
+        self.activity[turn] = self._stopped(turn, tool_events)
+        self.deadline_ms, self.armed_turn, self.dirty = None, None, True
         if self.score.eligible:
             self.deadline_ms = self.clock.now_ms() + self.config.idle_review_ms
             self.armed_turn = turn
-            machine.raise_("review_armed")
-        else:
-            machine.raise_("review_not_due")
+
+    def _stopped(self, turn: int, tool_events: Sequence[Mapping[str, Any]]) -> TurnActivity:
+        return record_tools(self.activity.get(turn) or TurnActivity(turn), tool_events)
 
     def record_turn_end(self, turn: int) -> None:
         if turn not in self.ended:
@@ -207,6 +203,14 @@ class LifecycleFlow:
             machine.raise_("review_failed")
 
     # -- guards ----------------------------------------------------------------------------
+
+    def is_recording(self) -> bool:
+        return self._recording()
+
+    def is_eligible_after(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> bool:
+        """Whether the activity is eligible once this stopping turn's tools are set (pure)."""
+        after = {**self.activity, turn: self._stopped(turn, tool_events)}
+        return score(after.values()).eligible
 
     def is_first_step(self, step: int) -> bool:
         return step == 1

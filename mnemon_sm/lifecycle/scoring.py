@@ -21,8 +21,8 @@ from ..text import strip_whitespace, utf16_len
 __all__ = ["THRESHOLD", "Score", "TurnActivity", "score", "user_text"]
 
 THRESHOLD = 5
-USER_TEXTS_KEPT = 8  # user messages per turn kept for the review worker
-USER_TEXT_CHARS = 2000  # characters of each kept message
+USER_TEXTS_KEPT = 4  # user messages per turn kept for the review worker
+USER_TEXT_CHARS = 1000  # characters of each kept message
 
 
 def _strings(values: Iterable[str]) -> tuple[str, ...]:

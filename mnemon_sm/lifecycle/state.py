@@ -2,11 +2,13 @@
 
 The file holds the statechart's resting state and every piece of data the flow needs to
 resume (activity per turn, the deadline, prime, status, ended turns, the last review and the
-counters). It is written atomically (temporary file and rename) after every event that
-changed something; it is not fsynced, so it survives any process crash or restart, and a
-power loss can at worst lose the latest changes. Reading is strict: an unknown key, a
-missing one, another flow's file, another agent's file or a state the spec cannot rest in is
-``CorruptStore``, never a guess.
+counters), as JSON lines: after every event that changed something, the whole new state is
+appended as one line (one ``write``, cheap enough for every step of every turn); once the
+file passes :data:`LOG_MAX` bytes it is compacted to its last state by an atomic replace. The
+last complete line is the state. Nothing is fsynced, so the state survives any process crash
+or restart; a power loss can at worst lose the latest changes or leave a torn last line,
+which is ignored. Reading is strict otherwise: an unknown key, a missing one, another flow's
+file, another agent's file or a state the spec cannot rest in is ``CorruptStore``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ STATE_DIR = "state/lifecycle"
 RESTING = ("idle", "armed", "deferred", "disposed")
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 ENDED_KEPT = 16
+LOG_MAX = 64 * 1024  # bytes of state history before the file is compacted
 
 
 @attrs.frozen
@@ -84,13 +87,20 @@ def state_path(agent_id: str) -> str:
     return f"{STATE_DIR}/{check_agent_id(agent_id)}.json"
 
 
-def load(files: Files, agent_id: str) -> AgentState | None:
+def load(files: Files, agent_id: str) -> tuple[AgentState | None, int]:
+    """The persisted state (None: never persisted) and the file's size."""
     path = state_path(agent_id)
     data = files.read(path)
     if data is None:
-        return None
+        return None, 0
+    complete, _, torn = data.rpartition(b"\n")
+    last = complete.rpartition(b"\n")[2] if complete else torn  # a torn tail is ignored
+    return _parse(last, agent_id, path), len(data)
+
+
+def _parse(line: bytes, agent_id: str, path: str) -> AgentState:
     try:
-        raw = json.loads(data.decode("utf-8"))
+        raw = json.loads(line.decode("utf-8"))
         if not isinstance(raw, dict) or raw.get("version") != 1:
             raise ValueError("must use version 1")
         state = structure(raw, AgentState)
@@ -103,8 +113,18 @@ def load(files: Files, agent_id: str) -> AgentState | None:
     return state
 
 
-def save(files: Files, state: AgentState) -> None:
-    files.ensure_dir(STATE_DIR)
+def save(files: Files, state: AgentState, size: int) -> int:
+    """Persist ``state`` into a file now ``size`` bytes long; returns its new size.
+
+    Appends one line, or, for a new file or one past :data:`LOG_MAX`, replaces the file with
+    that line atomically.
+    """
     data: dict[str, Any] = converter.unstructure(state)
-    text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
-    replace_file(files, state_path(state.agent_id), text.encode("utf-8"), sync=False)
+    line = (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    path = state_path(state.agent_id)
+    if size == 0 or size + len(line) > LOG_MAX:
+        files.ensure_dir(STATE_DIR)
+        replace_file(files, path, line, sync=False)
+        return len(line)
+    files.append(path, line)
+    return size + len(line)

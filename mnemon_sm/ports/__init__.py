@@ -75,6 +75,14 @@ class Files(Protocol):
         """
         ...
 
+    def append(self, path: str, data: bytes) -> None:
+        """Append ``data`` to ``path`` in one write, creating it (mode 0600) if missing.
+
+        One ``append`` is never interleaved with another writer's; a power loss may leave
+        its tail torn, so readers of an appended file must tolerate a truncated last record.
+        """
+        ...
+
     def fsync(self, path: str) -> None:
         """Flush a file, or a directory (its entries), to stable storage."""
         ...

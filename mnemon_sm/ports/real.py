@@ -122,6 +122,22 @@ class RealFiles:
         os.close(fd)
         return temp_path
 
+    def append(self, path: str, data: bytes) -> None:
+        full = self._abs(path)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC
+        try:
+            fd = os.open(full, flags, 0o600)
+        except OSError as exc:
+            raise _storage_error("append to", path, exc) from exc
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            raise _storage_error("append to", path, exc) from exc
+        finally:
+            os.close(fd)
+
     def fsync(self, path: str) -> None:
         full = self._abs(path) if path else str(self.root)
         try:

@@ -54,6 +54,11 @@ def check_files_contract(files: Files) -> None:
     files.fsync("runtime")
     assert files.list("runtime") == ("a.txt",), "list shows the directory's names"
     _check_read_if_changed(files)
+    files.append("runtime/log", b"one\n")
+    files.append("runtime/log", b"two\n")
+    assert files.read("runtime/log") == b"one\ntwo\n", "append adds to the end, creating"
+    _raises(StorageError, lambda: files.append("nowhere/log", b"x"), "no append in a missing dir")
+    files.remove("runtime/log")
     files.remove("runtime/a.txt")
     files.remove("runtime/a.txt")  # removing a missing file is fine
     assert files.read("runtime/a.txt") is None, "remove deletes the file"

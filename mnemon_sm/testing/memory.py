@@ -106,6 +106,12 @@ class MemoryFiles:
         self._put(temp, bytes(data), mode=0o600)
         return temp
 
+    def append(self, path: str, data: bytes) -> None:
+        self.log.record("files", "append", path, len(data))
+        _check(path)
+        self._need_dir(_parent(path))
+        self._put(path, self.files.get(path, b"") + bytes(data), mode=self.modes.get(path, 0o600))
+
     def fsync(self, path: str) -> None:
         self.log.record("files", "fsync", path)
         if path in self.dirs:

@@ -1,0 +1,111 @@
+"""Per-call cost of the lifecycle hooks against one python-statemachine event (prints JSON).
+
+In one run, on a real storage root: a bare event on a three-state machine (the unit), then
+``pre_step`` on the first step of a turn (prime, cue, activity, persisted), ``pre_step`` on a
+later step of the same turn (messages already counted: nothing to persist) and
+``turn_stopping`` (tool events set, score computed, deadline armed, persisted). Medians over
+blocks. Target: each hook <= 3x the unit.
+
+Usage: python benchmarks/lifecycle.py [--blocks N] [--calls N] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mnemon_sm import Config, MemoryRoot
+
+
+def per_call_us(fn: Callable[[int], object], n: int) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        fn(i)
+    return (time.perf_counter() - start) / n * 1e6
+
+
+def unit_event() -> Callable[[int], object]:
+    from statemachine.io import create_machine_class_from_definition
+
+    states = {
+        "a": {"initial": True, "on": {"go": [{"target": "b"}]}},
+        "b": {"on": {"go": [{"target": "c"}]}},
+        "c": {"on": {"go": [{"target": "a"}]}},
+    }
+    machine = create_machine_class_from_definition("Three", states=states)()
+    return lambda _: machine.send("go")
+
+
+def message(turn: int) -> list[dict[str, Any]]:
+    text = "Please keep answers short and cite the file you changed. " * 3
+    return [
+        {
+            "id": f"u{turn}",
+            "role": "user",
+            "content": [{"type": "text", "text": text}],
+            "source": {"kind": "user"},
+        },
+        {"id": f"a{turn}", "role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        root = MemoryRoot.open(Path(tmp) / "root", Config(idle_review_ms=600_000))
+        agent = root.lifecycle("bench")
+        event = unit_event()
+        series: dict[str, list[float]] = {"unit": [], "first": [], "later": [], "stop": []}
+        turn = 0
+        for _ in range(args.blocks):
+            series["unit"].append(per_call_us(event, args.calls))
+            spent = {"first": 0.0, "later": 0.0, "stop": 0.0}
+            for _ in range(args.calls // 4):  # a turn: four steps, then its stopping
+                turn += 1
+                if turn % 10 == 0:
+                    agent.session_start("clear")  # a review or a new session, now and then
+                msgs = message(turn)
+                events = [{"type": "tool/call", "name": "read", "turn": turn}]
+                events += [{"type": "tool/result", "turn": turn}] * 3
+                t0 = time.perf_counter()
+                agent.pre_step(turn, 1, msgs)
+                t1 = time.perf_counter()
+                for step in (2, 3, 4):
+                    agent.pre_step(turn, step, msgs)
+                t2 = time.perf_counter()
+                agent.turn_stopping(turn, events)
+                t3 = time.perf_counter()
+                spent["first"] += t1 - t0
+                spent["later"] += (t2 - t1) / 3
+                spent["stop"] += t3 - t2
+            for key, total in spent.items():
+                series[key].append(total / (args.calls // 4) * 1e6)
+        med = {k: statistics.median(v) for k, v in series.items()}
+        result = {
+            "python": platform.python_version(),
+            "unit_event_us": round(med["unit"], 1),
+            "pre_step_first_us": round(med["first"], 1),
+            "pre_step_later_us": round(med["later"], 1),
+            "turn_stopping_us": round(med["stop"], 1),
+            "pre_step_first_vs_unit": round(med["first"] / med["unit"], 2),
+            "pre_step_later_vs_unit": round(med["later"] / med["unit"], 2),
+            "turn_stopping_vs_unit": round(med["stop"] / med["unit"], 2),
+        }
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
