@@ -291,3 +291,51 @@ def test_review_tools_refuse_what_is_not_granted() -> None:
     assert seen[1:] == ["ToolRefused", "ToolRefused"]
     # calling a tool that was not granted fails the run: the activity is kept
     assert lc.status()["counters"]["failures"] == 1
+
+
+def deferred_agent() -> tuple[Any, Ports]:
+    lc, _, ports = agent()
+    eligible_turn(lc, 1)
+    lc.agent_busy()
+    lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert lc.state == "deferred"
+    return lc, ports
+
+
+def test_every_event_in_armed_and_deferred() -> None:
+    for make in ("armed", "deferred"):
+        if make == "armed":
+            lc, _, ports = agent()
+            eligible_turn(lc, 1)
+        else:
+            lc, ports = deferred_agent()
+        lc.pre_step(1, 2, [user("late", "a later step of the same turn")])  # stays
+        lc.turn_ended(1)
+        lc.agent_busy()
+        assert lc.state == make
+        lc.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))  # still eligible: re-armed
+        assert lc.state == "armed"
+        lc.dispose()
+        assert lc.state == "disposed"
+
+    lc, ports = deferred_agent()
+    lc.session_start("clear")  # clears the activity, so the next stop is not eligible
+    assert lc.state == "idle"
+    lc, ports = deferred_agent()
+    lc._flow.activity.clear()
+    lc.turn_stopping(1, tools(1, [], 0))  # no longer eligible: cancelled
+    assert lc.state == "idle" and lc.deadline_ms is None
+
+
+def test_a_stopping_turn_with_recording_switched_off_changes_nothing() -> None:
+    for make in ("armed", "deferred"):
+        if make == "armed":
+            lc, _, ports = agent()
+            eligible_turn(lc, 1)
+        else:
+            lc, ports = deferred_agent()
+        deadline = lc.deadline_ms
+        off = MemoryRoot.open("/r", Config(durability="off", writeback_mode="off"), ports=ports)
+        restored = off.lifecycle("main")  # the switch changed while a review was armed
+        restored.turn_stopping(2, tools(2, ["x"], 9))
+        assert (restored.state, restored.deadline_ms) == (make, deadline)

@@ -130,9 +130,12 @@ class AgentLifecycle:
 
     def _send(self, event: str, **kwargs: Any) -> None:
         with self._mutex:
+            before = self._flow.state
             try:
                 self._flow.send(event, **kwargs)
             finally:
+                if self._flow.state != before:  # a move with no action still matters
+                    self._flow.dirty = True
                 self._persist()
 
     def _persist(self) -> None:
