@@ -305,10 +305,10 @@ def deferred_agent() -> tuple[Any, Ports]:
 def test_every_event_in_armed_and_deferred() -> None:
     for make in ("armed", "deferred"):
         if make == "armed":
-            lc, _, ports = agent()
+            lc, _, _ = agent()
             eligible_turn(lc, 1)
         else:
-            lc, ports = deferred_agent()
+            lc, _ = deferred_agent()
         lc.pre_step(1, 2, [user("late", "a later step of the same turn")])  # stays
         lc.turn_ended(1)
         lc.agent_busy()
@@ -318,10 +318,10 @@ def test_every_event_in_armed_and_deferred() -> None:
         lc.dispose()
         assert lc.state == "disposed"
 
-    lc, ports = deferred_agent()
+    lc, _ = deferred_agent()
     lc.session_start("clear")  # clears the activity, so the next stop is not eligible
     assert lc.state == "idle"
-    lc, ports = deferred_agent()
+    lc, _ = deferred_agent()
     lc._flow.activity.clear()
     lc.turn_stopping(1, tools(1, [], 0))  # no longer eligible: cancelled
     assert lc.state == "idle" and lc.deadline_ms is None
@@ -339,3 +339,14 @@ def test_a_stopping_turn_with_recording_switched_off_changes_nothing() -> None:
         restored = off.lifecycle("main")  # the switch changed while a review was armed
         restored.turn_stopping(2, tools(2, ["x"], 9))
         assert (restored.state, restored.deadline_ms) == (make, deadline)
+
+
+def test_the_turn_in_progress_counts_from_its_first_pre_step() -> None:
+    """Reference 11.2: after a third turn begins, 182 characters and 3 turns score 6."""
+    lc, _, _ = agent()
+    for turn, text in ((1, "a" * 60), (2, "b" * 61), (3, "c" * 61)):
+        lc.pre_step(turn, 1, [user(f"m{turn}", text)])
+        if turn < 3:
+            lc.turn_stopping(turn, [])
+    s = lc.score
+    assert (s.user_chars, s.turns, s.total) == (182, 3, 6)
