@@ -322,6 +322,9 @@ def test_every_event_in_armed_and_deferred() -> None:
     lc.session_start("clear")  # clears the activity, so the next stop is not eligible
     assert lc.state == "idle"
     lc, _ = deferred_agent()
+    lc.dispose()
+    assert lc.state == "disposed"
+    lc, _ = deferred_agent()
     lc._flow.activity.clear()
     lc.turn_stopping(1, tools(1, [], 0))  # no longer eligible: cancelled
     assert lc.state == "idle" and lc.deadline_ms is None
