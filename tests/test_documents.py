@@ -273,6 +273,15 @@ def test_nothing_left_to_archive_is_a_typed_capacity_error() -> None:
     assert files_of(ports) == before
 
 
+def test_a_request_may_refuse_to_archive_to_make_room() -> None:
+    root, ports = open_root()
+    fill(root, ports, 3)
+    before = files_of(ports)
+    with pytest.raises(DocumentCapacityExceeded, match="archiving is off"):
+        root.documents.create("Worker write", BODY, archive_if_full=False)
+    assert files_of(ports) == before
+
+
 def test_manual_archive_takes_the_same_path() -> None:
     root, ports = open_root()
     [doc] = fill(root, ports, 1)

@@ -74,8 +74,11 @@ class Documents:
         source_paths: Sequence[str] = (),
         session_ids: Sequence[str] = (),
         workspace: str | None = None,
+        archive_if_full: bool = True,
     ) -> DocumentResult:
-        """Create an active document; archives least recently used ones if it does not fit.
+        """Create an active document; archives least recently used ones if it does not fit
+        (``archive_if_full=False``: fail with ``DocumentCapacityExceeded`` instead, as worker
+        writes do).
 
         ``source_paths`` are resolved against ``workspace`` (default: the storage root) and
         must stay inside it.
@@ -88,6 +91,7 @@ class Documents:
             source_paths=list(source_paths),
             session_ids=list(session_ids),
             workspace=workspace,
+            archive_if_full=archive_if_full,
         )
 
     def update(
@@ -100,6 +104,7 @@ class Documents:
         source_paths: Sequence[str] | None = None,
         session_ids: Sequence[str] = (),
         workspace: str | None = None,
+        archive_if_full: bool = True,
     ) -> DocumentResult:
         """Update an active document (revision + 1, new hash); the others stay as they are."""
         return self._run(
@@ -111,6 +116,7 @@ class Documents:
             source_paths=None if source_paths is None else list(source_paths),
             session_ids=list(session_ids),
             workspace=workspace,
+            archive_if_full=archive_if_full,
         )
 
     def archive(self, doc_id: str) -> DocumentResult:

@@ -121,10 +121,11 @@ class DocumentFlow(FlowContext):
             machine.raise_("plan_fits")
             return
         left = [c for c in plan.candidates if c.id not in self._archived]
-        if not left:
+        if not left or self._request.get("archive_if_full") is False:
+            why = "archiving is off for this request" if left else "nothing is left to archive"
             error = DocumentCapacityExceeded(
                 f"Would exceed active document capacity: {plan.projected} bytes (limit "
-                f"{plan.limit}), and no other active document is left to archive.",
+                f"{plan.limit}), and {why}.",
                 projected=plan.projected,
                 limit=plan.limit,
                 candidates=tuple(c.id for c in plan.candidates),

@@ -5,7 +5,8 @@
 one document create or update. The limits are the host's, not the persona's: once a
 hot-memory change succeeded, a second one is refused with ``ToolRefused``, and likewise for
 documents (archiving is never granted). Hot-memory changes go through the mutation flow
-without maintenance, so an overflow is a plain ``CapacityExceeded``.
+without maintenance, so an overflow is a plain ``CapacityExceeded``; document writes never
+archive another document to make room (``DocumentCapacityExceeded`` instead).
 """
 
 from __future__ import annotations
@@ -107,11 +108,17 @@ class ReviewTools:
         action = a.get("action")
         if action == "create":
             result = self._documents.create(
-                a.get("title"), a.get("content"), description=a.get("description")
+                a.get("title"),
+                a.get("content"),
+                description=a.get("description"),
+                archive_if_full=False,  # a worker's write never archives another document
             )
         elif action == "update":
             result = self._documents.update(
-                str(a.get("id", "")), content=a.get("content"), title=a.get("title")
+                str(a.get("id", "")),
+                content=a.get("content"),
+                title=a.get("title"),
+                archive_if_full=False,
             )
         else:
             raise ToolRefused("a review may only create or update a document")
