@@ -326,3 +326,35 @@ def test_the_index_encoder_equals_json_dumps(rs: list[DocumentRecord], words: li
     doc = {"version": 1, "documents": [r.to_json() for r in varied]}
     expected = (std_json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     assert encode_index(varied) == expected
+
+
+SEARCH_SKIPS_MISSING = "INV-DSR-1"
+
+
+@given(
+    st.lists(st.sampled_from(TOPICS), min_size=1, max_size=6),
+    st.data(),
+)
+def test_search_skips_missing_files_and_returns_only_what_it_read(
+    topics: list[str], data: Any
+) -> None:
+    ports, _ = memory_ports()
+    root = MemoryRoot.open(ROOT, Config(durability="off"), ports=ports)
+    records = [
+        root.documents.create(f"{t.title()} doc {i}", f"{t} notes {i}").document
+        for i, t in enumerate(topics)
+    ]
+    gone = data.draw(st.sets(st.sampled_from([r.id for r in records])))
+    for r in records:
+        if r.id in gone:
+            ports.files.remove(r.relative_path)
+    query = data.draw(st.sampled_from(["", *TOPICS, "notes", "zzz"]))
+    hits = root.documents.search(query, limit=50)  # never raises on a missing file
+    returned = {h.document.id for h in hits}
+    assert not returned & gone, SEARCH_SKIPS_MISSING
+    expected = {
+        r.id
+        for r in records
+        if r.id not in gone and (not query or query in r.title.lower() or query in "notes")
+    }
+    assert returned == expected, SEARCH_SKIPS_MISSING

@@ -480,7 +480,7 @@ def test_a_corrupt_index_is_reported_and_left_alone() -> None:
     assert reopened.hot.add("user", "Still works").success
     for call in (
         lambda: reopened.documents.create("Two", "body"),
-        lambda: reopened.documents.search("one"),
+        lambda: reopened.documents.search("one"),  # the search flow's failure outcome
         lambda: reopened.documents.records(),
     ):
         with pytest.raises(CorruptStore, match="invalid document index"):
@@ -499,10 +499,20 @@ def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
     root.documents.create("One more runbook", BODY)  # archives through a new space
     root.documents.update(ids[2], content="short now")
     root.documents.archive(ids[2])
+    search = root.documents._search
+    log.probe = lambda: (
+        f"document_search:{search.state}"
+        if search.state != "idle"
+        else (None if flow.state == "idle" else flow.state)
+    )
+    root.documents.search("runbook")
     observed: dict[str, set[str]] = {}
     for call in log.calls:
         if call.state is not None:
             observed.setdefault(call.state, set()).add(call.name)
+    searching = observed.pop("document_search:searching")
+    assert searching <= set(load_flow("document_search").spec.states["searching"].ports)
+    assert {"locks.acquire", "files.read", "files.rename"} <= searching
     spec = load_flow("document_mutation").spec
     assert set(observed) == {"planning", "delegating", "confirming", "moving", "committing"}
     for state, calls in observed.items():

@@ -29,6 +29,7 @@ def _contexts(root: MemoryRoot) -> dict[str, Callable[[], Any]]:
         "hot_memory_mutation": lambda: root._flow,
         "hot_memory_maintenance": lambda: root._maintenance,
         "document_mutation": lambda: root.documents._flow,
+        "document_search": lambda: root.documents._search,
         "agent_lifecycle": lambda: root.lifecycle("agent")._flow,
         "recall": lambda: root.long_term._recall,
         "direct_search": lambda: root.long_term._direct,

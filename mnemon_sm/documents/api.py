@@ -1,11 +1,11 @@
 """The public facade of project Documents: ``MemoryRoot.documents``.
 
 Create, update and archive go through the ``document_mutation`` flow (capacity plan, LRU
-archiving with a confirmed cold reference). Search and get read the index and the files
-directly; search also records the access time of what it returns (that is what "least
-recently used" means). Opening the facade repairs the crash windows of earlier writers.
-Document operations of one root are serialized in the process; the index lock serializes
-them across processes.
+archiving with a confirmed cold reference); search goes through ``document_search`` and
+records the access time of what it returns (that is what "least recently used" means); get
+and records read the index and the files directly. Opening the facade repairs the crash
+windows of earlier writers. Document operations of one root are serialized in the process;
+the index lock serializes them across processes.
 """
 
 from __future__ import annotations
@@ -16,23 +16,18 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import attrs
-
 from ..config import Config
-from ..errors import InvalidInput, StorageError
+from ..errors import StorageError
 from ..longterm.api import LongTermMemory
 from ..ports import Clock, Files, Locks
-from ..text import iso_ms
 from ..workers.port import Workers
 from . import rules, store
 from .flow import DocumentFlow
 from .model import DOCUMENTS_DIR, DocumentRecord
+from .search_flow import DocumentSearchFlow
 from .values import DocumentResult, SearchHit
 
 __all__ = ["Documents"]
-
-SEARCH_LIMIT_DEFAULT = 20
-SEARCH_LIMIT_MAX = 50
 
 
 class Documents:
@@ -55,6 +50,7 @@ class Documents:
             files, locks, clock, config, root_path, workers, long_term, new_id, self._mutex
         )
         self._op_mutex = threading.RLock()  # one mutation at a time per root in a process
+        self._search = DocumentSearchFlow(files, locks, clock, config, self._mutex)
         # A corrupt index is reported by every document operation instead (it is never
         # rewritten), and a busy lock only postpones the repair to the next opening: neither
         # may keep hot memory from opening.
@@ -144,48 +140,17 @@ class Documents:
     def search(
         self, query: str, *, limit: int | None = None, include_archived: bool = False
     ) -> list[SearchHit]:
-        """Deterministic search; records the access time of every document returned.
-
-        A document whose file is missing is skipped, never an error.
-        """
-        if not isinstance(query, str):
-            raise InvalidInput("query must be a string")
-        wanted = SEARCH_LIMIT_DEFAULT if limit is None else limit
-        if type(wanted) is not int or not 1 <= wanted <= SEARCH_LIMIT_MAX:
-            raise InvalidInput(f"limit must be an integer in 1..{SEARCH_LIMIT_MAX}")
-        with self._locked():
-            records = store.read_index(self._files)
-            scored: list[tuple[int, DocumentRecord, str]] = []
-            for r in records:
-                if r.status != "active" and not include_archived:
-                    continue
-                body = store.read_body(self._files, r)
-                if body is None:
-                    continue
-                points = rules.score(query, r, body)
-                if points > 0:
-                    scored.append((points, r, body))
-            scored.sort(key=lambda s: (-s[0], _desc(s[1].updated_at)))
-            top = scored[:wanted]
-            if not top:
-                return []
-            now = iso_ms(self._clock.now_ms())
-            seen = {r.id for _, r, _ in top}
-            touched = tuple(
-                attrs.evolve(r, last_accessed_at=now) if r.id in seen else r for r in records
-            )
-            if self._config.write_enabled:
-                store.write_index(self._files, touched, self._config.durability)
-            fresh = {r.id: r for r in touched}
-            return [SearchHit(fresh[r.id], b, p, rules.excerpt(b)) for p, r, b in top]
+        """Deterministic search (``document_search`` flow); records the access time of every
+        document returned. A document whose file is missing is skipped, never an error."""
+        hits: list[SearchHit] = self._search.perform(
+            "search",
+            request={"query": query, "limit": limit, "include_archived": include_archived},
+        )
+        return hits
 
     def close(self) -> None:
         self._flow.close()
+        self._search.close()
 
     def _locked(self) -> store.IndexLock:
         return store.IndexLock(self._mutex, self._locks, self._config.lock_timeout_ms)
-
-
-def _desc(stamp: str) -> tuple[int, ...]:
-    """Sort key putting later ISO timestamps first."""
-    return tuple(-ord(c) for c in stamp)
