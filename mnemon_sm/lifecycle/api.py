@@ -171,7 +171,8 @@ class AsyncDriver:
 
     ``sleep`` is injectable (tests pass a fake that advances a fake clock): the driver never
     reads wall time itself. Call :meth:`notify` after sending events, so a new deadline is
-    picked up; :meth:`run` loops until :meth:`stop`.
+    picked up; :meth:`run` loops until :meth:`stop`. The review runs inside ``tick`` on the
+    loop's thread; a host whose worker blocks for long should give the agent its own loop.
     """
 
     def __init__(
