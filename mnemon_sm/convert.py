@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import attrs
@@ -24,7 +25,14 @@ from cattrs.cols import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.v import transform_error
 
-__all__ = ["StructureFailed", "camel_case", "converter", "register_camel_case", "structure"]
+__all__ = [
+    "StructureFailed",
+    "camel_case",
+    "converter",
+    "register_camel_case",
+    "string_tuple",
+    "structure",
+]
 
 T = TypeVar("T")
 
@@ -99,6 +107,13 @@ def _make_converter() -> cattrs.Converter:
 
 
 converter = _make_converter()
+
+
+def string_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    """The attrs converter of every ``tuple[str, ...]`` field: the converter structures JSON
+    arrays as lists, and values stay hashable and comparable as tuples."""
+    return tuple(values)
+
 
 _CAMEL = re.compile(r"_([a-z0-9])")
 

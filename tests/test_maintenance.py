@@ -246,24 +246,20 @@ def test_builtin_compactor_declines_when_merging_cannot_fit() -> None:
     assert world(ports) == before
 
 
+def merge_everything(request: WorkerRequest) -> dict[str, Any]:
+    """A valid compaction: every snapshot entry merged into one critical entry."""
+    n = len(request.data["snapshot"])
+    entry = {"content": "Merged", "importance": "critical", "sourceIndexes": list(range(1, n + 1))}
+    return {"summary": "merged", "action": "compacted", "compactedEntries": [entry]}
+
+
 def test_user_compaction_conflict_keeps_the_other_writers_entry() -> None:
     ports_box: list[Ports] = []
 
     def compactor(request: WorkerRequest, tools: ToolBox) -> object:
         other = reopen(ports_box[0])  # another process commits while the worker runs
         other.hot.add("user", "Written meanwhile", maintenance=False)
-        n = len(request.data["snapshot"])
-        return {
-            "summary": "merged",
-            "action": "compacted",
-            "compactedEntries": [
-                {
-                    "content": "Merged",
-                    "importance": "critical",
-                    "sourceIndexes": list(range(1, n + 1)),
-                }
-            ],
-        }
+        return merge_everything(request)
 
     root, ports = open_root(ScriptedWorkers({"compact": compactor}))
     ports_box.append(ports)
@@ -291,18 +287,7 @@ def test_another_thread_commits_while_the_worker_runs_and_the_compaction_is_refu
         other.start()
         other.join(timeout=10)
         assert not other.is_alive(), "the other thread was blocked by the running worker"
-        n = len(request.data["snapshot"])
-        return {
-            "summary": "merged",
-            "action": "compacted",
-            "compactedEntries": [
-                {
-                    "content": "Merged",
-                    "importance": "critical",
-                    "sourceIndexes": list(range(1, n + 1)),
-                }
-            ],
-        }
+        return merge_everything(request)
 
     root, ports = open_root(ScriptedWorkers({"compact": compactor}))
     seed(ports, [("user", f"Pref {i} " + "q" * 900, "normal") for i in range(4)])

@@ -41,8 +41,7 @@ from ..maintenance.checks import parse_result
 from ..maintenance.flow import ARCHIVE_GRANTS
 from ..ports import Clock, Files, Locks
 from ..text import collapse_whitespace, iso_ms
-from ..workers.port import Workers, invoke
-from ..workers.requests import build_request
+from ..workers.port import Workers
 from ..workers.tools import ScopedTools
 from . import rules, store
 from .model import SUMMARY_MAX, DocumentRecord, body_of, render
@@ -154,11 +153,9 @@ class DocumentFlow(FlowContext):
             "content": content,
         }
         try:
-            long_term = self.long_term()
-            tools = ScopedTools(long_term.service, ARCHIVE_GRANTS, readonly=True)
-            request = build_request("document_archive", data, tools.names)
-            with long_term.mutex:
-                self._raw = invoke(self.workers(), request, tools)
+            self._raw, tools = self.long_term().run_staged(
+                self.workers(), "document_archive", data, ARCHIVE_GRANTS
+            )
         except MnemonError as exc:
             return self.refuse(machine, "worker_failed", exc)
         self._tools = tools

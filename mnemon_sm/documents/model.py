@@ -28,8 +28,9 @@ from typing import Any, Literal
 
 import attrs
 
-from ..convert import StructureFailed, register_camel_case, structure
+from ..convert import register_camel_case, string_tuple
 from ..errors import CorruptStore, InvalidInput
+from ..storage import parse_versioned
 from ..text import collapse_whitespace, strip_whitespace, utf8_len
 
 __all__ = [
@@ -68,10 +69,6 @@ SLUG_MAX = 48
 Status = Literal["active", "archived"]
 
 
-def _strings(values: Iterable[str]) -> tuple[str, ...]:
-    return tuple(values)
-
-
 @attrs.frozen
 class DocumentRecord:
     """One entry of ``documents/index.json``."""
@@ -82,15 +79,15 @@ class DocumentRecord:
     status: Status
     filename: str
     relative_path: str
-    source_paths: tuple[str, ...] = attrs.field(converter=_strings)
-    session_ids: tuple[str, ...] = attrs.field(converter=_strings)
+    source_paths: tuple[str, ...] = attrs.field(converter=string_tuple)
+    session_ids: tuple[str, ...] = attrs.field(converter=string_tuple)
     created_at: str
     updated_at: str
     last_accessed_at: str
     revision: int
     content_hash: str
     size_bytes: int
-    memory_body_ids: tuple[str, ...] = attrs.field(converter=_strings)
+    memory_body_ids: tuple[str, ...] = attrs.field(converter=string_tuple)
     archived_at: str | None = None
     archive_summary: str | None = None
 
@@ -148,15 +145,8 @@ def parse_index(data: bytes | None) -> tuple[DocumentRecord, ...]:
 
 @functools.lru_cache(maxsize=4)
 def _parse_index(data: bytes) -> tuple[DocumentRecord, ...]:
-    try:
-        raw = json.loads(data.decode("utf-8"))
-        if not isinstance(raw, dict) or raw.get("version") != 1:
-            raise ValueError("must use version 1")
-        records = tuple(structure(raw, _IndexDoc).documents)
-    except (UnicodeDecodeError, ValueError, StructureFailed) as exc:
-        raise CorruptStore(
-            f"invalid document index: {INDEX_PATH}: {exc}", path=INDEX_PATH
-        ) from None
+    label = f"invalid document index: {INDEX_PATH}"
+    records = tuple(parse_versioned(data, _IndexDoc, path=INDEX_PATH, label=label).documents)
     for r in records:
         if not _FILE_NAME.match(r.filename) or r.relative_path != r.path():
             raise CorruptStore(

@@ -24,7 +24,7 @@ import attrs
 
 from ..errors import StorageError
 from ..ports import TEMP_NAME, Files, Locks
-from ..storage import replace_file
+from ..storage import durable_replace
 from .model import (
     ACTIVE_DIR,
     ARCHIVED_DIR,
@@ -82,7 +82,7 @@ def write_index(
 
 def write_file(files: Files, path: str, data: bytes, durability: str = "full") -> None:
     """Atomic replace; fsync as the root's durability level asks (see ``Config``)."""
-    replace_file(files, path, data, sync=durability != "off", sync_dir=durability == "full")
+    durable_replace(files, path, data, durability)
 
 
 def repair(files: Files) -> tuple[DocumentRecord, ...]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import attrs
 
 from ..ports import TEMP_NAME, Files, Stamp
-from ..storage import replace_file
+from ..storage import durable_replace, replace_file
 from .model import RUNTIME_DIR, SOURCE_PATH, TARGETS, HotStore, parse_source, projection_path
 
 __all__ = [
@@ -97,7 +97,7 @@ def write_projections(
 def write_source(files: Files, after: HotStore, durability: str) -> bytes:
     """Step 2 of a commit (the commit point); returns the bytes written."""
     data = after.encode()
-    replace_file(files, SOURCE_PATH, data, sync=durability != "off", sync_dir=durability == "full")
+    durable_replace(files, SOURCE_PATH, data, durability)
     return data
 
 

@@ -30,7 +30,7 @@ from ..ports import Clock
 from ..text import iso_ms
 from . import cues
 from .scoring import Score, TurnActivity, record_messages, record_tools, score
-from .state import ENDED_KEPT, FLOW, AgentState, Counters, LastReview
+from .state import ENDED_KEPT, FLOW, AgentState, LastReview, fresh
 
 __all__ = ["LifecycleFlow", "ReviewOutcome"]
 
@@ -60,19 +60,13 @@ class LifecycleFlow:
     ) -> None:
         self.agent_id, self.config, self.clock = agent_id, config, clock
         self.reviewer = run_review
-        r = restored
-        self.state: str | None = r.state if r is not None else None
-        self.prime_pending = r.prime_pending if r is not None else True
-        self.start_source = r.start_source if r is not None else "startup"
-        self.busy = r.busy if r is not None else False
-        self.ended: list[int] = list(r.ended_turns) if r is not None else []
-        self.deadline_ms: int | None = r.deadline_ms if r is not None else None
-        self.armed_turn: int | None = r.armed_turn if r is not None else None
-        self.activity: dict[int, TurnActivity] = (
-            {a.turn: a for a in r.activity} if r is not None else {}
-        )
-        self.last_review = r.last_review if r is not None else None
-        self.counters = r.counters if r is not None else Counters()
+        r = restored or fresh(agent_id)
+        self.state: str | None = r.state
+        self.prime_pending, self.start_source, self.busy = r.prime_pending, r.start_source, r.busy
+        self.ended: list[int] = list(r.ended_turns)
+        self.deadline_ms, self.armed_turn = r.deadline_ms, r.armed_turn
+        self.activity: dict[int, TurnActivity] = {a.turn: a for a in r.activity}
+        self.last_review, self.counters = r.last_review, r.counters
         self.output: list[Any] = []
         self.dirty = restored is None
         self._machine: Machine = start(FLOW, self)

@@ -76,12 +76,12 @@ def replay(
         ports = attrs.evolve(real_ports(root_dir), clock=clock)
         root = MemoryRoot.open(root_dir, config, ports=ports)
         agents: dict[str, Any] = {}
-        for number, record in enumerate(_records(path), 1):
+        for record in _records(path):
             clock.ms = int(record.get("at", clock.ms))
             name = str(record.get("agent", "main"))
             agent = agents.get(name) or root.lifecycle(name)
             agents[name] = agent
-            _apply(agent, record, number, out)
+            _apply(agent, record, out)
         return {name: agent.status() for name, agent in agents.items()}
     finally:
         remove_observer(factory)
@@ -100,7 +100,7 @@ def _records(path: Path) -> Iterable[dict[str, Any]]:
         yield record
 
 
-def _apply(agent: Any, record: dict[str, Any], number: int, out: Callable[[str], object]) -> None:
+def _apply(agent: Any, record: dict[str, Any], out: Callable[[str], object]) -> None:
     event = record["event"]
     if event == "pre_step":
         messages = record.get("messages") or []
@@ -122,4 +122,3 @@ def _apply(agent: Any, record: dict[str, Any], number: int, out: Callable[[str],
             out(f"    review receipt: {json.dumps(after, ensure_ascii=False)}")
     else:
         getattr(agent, event)()
-    del number

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from ..convert import register_camel_case
+from ..convert import register_camel_case, string_tuple
 from ..text import strip_whitespace, utf16_len
 
 __all__ = ["THRESHOLD", "Score", "TurnActivity", "score", "user_text"]
@@ -25,18 +25,14 @@ USER_TEXTS_KEPT = 4  # user messages per turn kept for the review worker
 USER_TEXT_CHARS = 1000  # characters of each kept message
 
 
-def _strings(values: Iterable[str]) -> tuple[str, ...]:
-    return tuple(values)
-
-
 @attrs.frozen
 class TurnActivity:
     turn: int
-    message_ids: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    message_ids: tuple[str, ...] = attrs.field(default=(), converter=string_tuple)
     user_chars: int = 0
     tool_results: int = 0
-    tool_names: tuple[str, ...] = attrs.field(default=(), converter=_strings)
-    user_texts: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    tool_names: tuple[str, ...] = attrs.field(default=(), converter=string_tuple)
+    user_texts: tuple[str, ...] = attrs.field(default=(), converter=string_tuple)
 
 
 register_camel_case(TurnActivity)

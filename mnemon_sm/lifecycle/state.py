@@ -19,13 +19,13 @@ from typing import Any, Literal
 
 import attrs
 
-from ..convert import StructureFailed, converter, register_camel_case, structure
+from ..convert import converter, register_camel_case
 from ..errors import CorruptStore, InvalidInput
 from ..ports import Files
-from ..storage import replace_file
+from ..storage import parse_versioned, replace_file
 from .scoring import TurnActivity
 
-__all__ = ["AgentState", "Counters", "LastReview", "load", "save", "state_path"]
+__all__ = ["AgentState", "Counters", "LastReview", "fresh", "load", "save", "state_path"]
 
 FLOW = "agent_lifecycle"
 STATE_DIR = "state/lifecycle"
@@ -74,6 +74,25 @@ for _cls in (Counters, LastReview, AgentState):
     register_camel_case(_cls)
 
 
+def fresh(agent_id: str) -> AgentState:
+    """The state of an agent seen for the first time (resting in the initial state)."""
+    return AgentState(
+        version=1,
+        flow=FLOW,
+        agent_id=agent_id,
+        state="idle",
+        prime_pending=True,
+        start_source="startup",
+        busy=False,
+        ended_turns=[],
+        deadline_ms=None,
+        armed_turn=None,
+        activity=[],
+        last_review=None,
+        counters=Counters(),
+    )
+
+
 def check_agent_id(agent_id: object) -> str:
     if not isinstance(agent_id, str) or not _AGENT_ID.match(agent_id):
         raise InvalidInput(
@@ -99,13 +118,7 @@ def load(files: Files, agent_id: str) -> tuple[AgentState | None, int]:
 
 
 def _parse(line: bytes, agent_id: str, path: str) -> AgentState:
-    try:
-        raw = json.loads(line.decode("utf-8"))
-        if not isinstance(raw, dict) or raw.get("version") != 1:
-            raise ValueError("must use version 1")
-        state = structure(raw, AgentState)
-    except (UnicodeDecodeError, ValueError, StructureFailed) as exc:
-        raise CorruptStore(f"{path} is not a lifecycle state: {exc}", path=path) from None
+    state = parse_versioned(line, AgentState, path=path, label=f"{path} is not a lifecycle state")
     if state.flow != FLOW or state.agent_id != agent_id:
         raise CorruptStore(f"{path} belongs to another flow or agent", path=path)
     if state.state not in RESTING:

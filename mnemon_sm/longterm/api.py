@@ -9,10 +9,12 @@ blocks hot memory.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..workers.port import Workers
+from ..workers.port import Workers, invoke
+from ..workers.requests import build_request
+from ..workers.tools import ScopedTools
 from .catalog import Catalog, Space
 from .port import LongTermStore
 from .recall_flows import AgentAnswer, AgentSearchFlow, DirectSearchFlow, RecallAnswer, RecallFlow
@@ -50,6 +52,23 @@ class LongTermMemory:
         """Serializes this tier's operations in the process (flows that run a long-term
         worker outside this facade hold it too)."""
         return self._mutex
+
+    def run_staged(
+        self,
+        workers: Workers,
+        kind: str,
+        data: Mapping[str, Any],
+        grants: tuple[str, ...],
+        *,
+        body: str | None = None,
+    ) -> tuple[object, ScopedTools]:
+        """Run a worker of ``kind`` whose long-term writes are staged (reads count no access),
+        holding this tier's mutex; returns its raw result and the tool box holding the staged
+        writes. Raises ``WorkerFailed`` like :func:`~mnemon_sm.workers.port.invoke`."""
+        tools = ScopedTools(self.service, grants, readonly=True)
+        request = build_request(kind, data, tools.names, body=body)
+        with self._mutex:
+            return invoke(workers, request, tools), tools
 
     # -- spaces ----------------------------------------------------------------------------
 

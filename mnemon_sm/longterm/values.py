@@ -12,6 +12,8 @@ from typing import Any, Literal, get_args
 
 import attrs
 
+from ..convert import string_tuple
+
 __all__ = [
     "CATEGORIES",
     "EDGE_TYPES",
@@ -53,10 +55,6 @@ TAGS_MAX, TAG_MAX_BYTES = 20, 100
 ENTITIES_MAX, ENTITY_MAX_BYTES = 50, 200
 
 
-def _tuple(value: Any) -> tuple[str, ...]:
-    return tuple(value)
-
-
 @attrs.frozen
 class Insight:
     """One memory of a space (a row of Mnemon's ``insights`` table)."""
@@ -65,8 +63,8 @@ class Insight:
     content: str
     category: str = "general"
     importance: int = 3
-    tags: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
-    entities: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    tags: tuple[str, ...] = attrs.field(default=(), converter=string_tuple)
+    entities: tuple[str, ...] = attrs.field(default=(), converter=string_tuple)
     source: str = "user"
     access_count: int = 0
     created_at: str = ""
@@ -129,7 +127,7 @@ class RememberReceipt:
     created_at: str
     replaced_id: str | None = None
     edges_created: dict[str, int] = attrs.Factory(dict)
-    auto_pruned_ids: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    auto_pruned_ids: tuple[str, ...] = attrs.field(default=(), converter=string_tuple)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -219,8 +217,8 @@ class DraftInsight:
     content: str
     category: str = "general"
     importance: int = 3
-    tags: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
-    entities: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    tags: tuple[str, ...] = attrs.field(default=(), converter=string_tuple)
+    entities: tuple[str, ...] = attrs.field(default=(), converter=string_tuple)
     source: str | None = None
     created_at: str | None = None
 

@@ -170,11 +170,10 @@ class MaintenanceFlow(FlowContext):
                 request = build_request("compact", data, (), body=render_body(snap))
                 self._raw = invoke(self.workers(), request, tools)
             else:
-                long_term = self.long_term()
-                tools = ScopedTools(long_term.service, ARCHIVE_GRANTS, readonly=True)
-                request = build_request("archive", data, tools.names, body=render_body(snap))
-                with long_term.mutex:
-                    self._raw = invoke(self.workers(), request, tools)
+                body = render_body(snap)
+                self._raw, tools = self.long_term().run_staged(
+                    self.workers(), "archive", data, ARCHIVE_GRANTS, body=body
+                )
         except MnemonError as exc:
             return self.refuse(machine, "worker_failed", exc)
         self._tools = tools
@@ -209,17 +208,20 @@ class MaintenanceFlow(FlowContext):
                     applied = tools.apply(reuse=self._reuse, record=self._record)
                 finally:  # the writes made so far, even when a later one failed
                     self.journal.record(self._records)
-            real = {
-                w.pending_id: (a.space_id, str(a.receipt["id"]))
-                for w, a in zip(tools.staged, applied, strict=True)
-                if w.tool == "mnemon_remember" and w.pending_id is not None
-            }
+            # where each provisional remember landed; the real id of each space created
+            landed: dict[str, str] = {}
+            created: dict[str, str] = {}
+            for w, a in zip(tools.staged, applied, strict=True):
+                if w.pending_id is not None:
+                    table = landed if w.tool == "mnemon_remember" else created
+                    table[w.pending_id] = a.space_id
             for row in self._rows:
-                if row.id in real and real[row.id][0] != _real_space(tools, applied, row):
+                named = created.get(row.memory_body_id, row.memory_body_id)
+                if row.id in landed and landed[row.id] != named:
                     raise MaintenanceRejected(
                         "archive-mismatch",
                         f"source index {row.source_index} names {row.memory_body_id!r}, but "
-                        f"its remember landed in {real[row.id][0]!r}",
+                        f"its remember landed in {landed[row.id]!r}",
                     )
         except MnemonError as exc:
             return self.refuse(machine, "archive_failed", exc)
@@ -344,12 +346,3 @@ def _confirm(service: LongTermService, rows: list[ArchivedEntry]) -> None:
                     f"source index {row.source_index} names {row.id!r}, which is not an "
                     f"active insight of {space_id!r}",
                 )
-
-
-def _real_space(tools: ScopedTools, applied: list[Any], row: ArchivedEntry) -> str:
-    """The real id of the space a row names (a space created in the run gets its id when
-    applied)."""
-    for w, a in zip(tools.staged, applied, strict=True):
-        if w.tool == "mnemon_memory_body_create" and w.pending_id == row.memory_body_id:
-            return str(a.space_id)
-    return row.memory_body_id

@@ -31,10 +31,9 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from ..convert import StructureFailed, converter, register_camel_case, structure
-from ..errors import CorruptStore
+from ..convert import converter, register_camel_case
 from ..ports import TEMP_NAME, Files, Locks
-from ..storage import replace_file
+from ..storage import parse_versioned, replace_file
 
 __all__ = ["JOURNAL_PATH", "Journal", "JournalWrite", "content_key"]
 
@@ -111,13 +110,7 @@ class Journal:
         data = self._files.read(JOURNAL_PATH)
         if data is None:
             return []
-        try:
-            raw = json.loads(data.decode("utf-8"))
-            if not isinstance(raw, dict) or raw.get("version") != 1:
-                raise ValueError("must use version 1")
-            return list(structure(raw, _JournalDoc).writes)
-        except (UnicodeDecodeError, ValueError, StructureFailed) as exc:
-            raise CorruptStore(f"{JOURNAL_PATH} is invalid: {exc}", path=JOURNAL_PATH) from None
+        return list(parse_versioned(data, _JournalDoc, path=JOURNAL_PATH).writes)
 
     def _change(self, edit: Callable[[list[JournalWrite]], list[JournalWrite]]) -> None:
         self._files.ensure_dir(STATE_DIR)
