@@ -72,6 +72,17 @@ def _hot_show(args: argparse.Namespace) -> None:
         _print_json(root.hot.snapshot().to_json(args.target))
 
 
+def _hot_history(args: argparse.Namespace) -> None:
+    with _open(args) as root:
+        _print_json([item.to_json() for item in root.hot.history(args.target)])
+
+
+def _hot_restore(args: argparse.Namespace) -> None:
+    with _open(args) as root:
+        receipt = root.hot.restore(args.id, maintenance=args.maintenance)
+        _print_json(receipt.to_json())
+
+
 def _context(args: argparse.Namespace) -> None:
     with _open(args) as root:
         guidance, memory = root.context.routing_guidance(), root.context.runtime_memory()
@@ -141,6 +152,19 @@ def _parser() -> argparse.ArgumentParser:
     show = hot.add_parser("show", help="print the committed entries as JSON")
     show.add_argument("--target", choices=TARGETS)
     show.set_defaults(run=_hot_show)
+    history = hot.add_parser(
+        "history", help="entries maintenance took out of hot memory, newest first"
+    )
+    history.add_argument("--target", choices=TARGETS)
+    history.set_defaults(run=_hot_history)
+    restore = hot.add_parser("restore", help="add a history entry back through the add path")
+    restore.add_argument(
+        "--maintenance",
+        action="store_true",
+        help="on overflow, compact or archive as an add does (default: CapacityExceeded)",
+    )
+    restore.add_argument("id", help="an entry id from `hot history`")
+    restore.set_defaults(run=_hot_restore)
 
     context = commands.add_parser("context", help="print the per-turn context texts")
     context.add_argument("--json", action="store_true", help="print both texts as JSON")

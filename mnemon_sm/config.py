@@ -29,6 +29,9 @@ MEMORY_LIMIT = 10240  # bytes of MEMORY.md, delimiters included
 IDLE_REVIEW_MS = 30_000  # idle delay before a background review
 LOCK_TIMEOUT_MS = 5_000  # how long a writer waits for the runtime lock
 DOCUMENTS_ACTIVE_LIMIT = 10 * 1024 * 1024  # rendered bytes of active documents
+WORKER_TIMEOUT_MS = 180_000  # how long the host waits for one worker run
+#: Every kind of worker the library runs (the keys ``workerTimeoutsMs`` accepts).
+WORKER_KINDS = ("recall", "write", "answer", "compact", "archive", "document_archive", "review")
 
 # Bounds: limits stay large enough for one maximal entry's worth of structure and small
 # enough to be injected into every model call; the review delay keeps the reference's range.
@@ -37,6 +40,7 @@ _IDLE_RANGE = (5_000, 600_000)
 _LOCK_RANGE = (100, 120_000)
 _MNEMON_RANGE = (100, 120_000)  # per Mnemon CLI call, the reference's range
 _DOCUMENTS_RANGE = (1024, 1024 * 1024 * 1024)
+_WORKER_RANGE = (100, 3_600_000)
 
 
 def _between(low: int, high: int) -> Any:
@@ -65,6 +69,20 @@ def _optional_text(_: object, attribute: attrs.Attribute[str | None], value: obj
         raise InvalidConfig(f"{camel_case(attribute.name)} must be a non-empty string")
 
 
+def _timeouts(_: object, attribute: attrs.Attribute[dict[str, int]], value: object) -> None:
+    name = camel_case(attribute.name)
+    if not isinstance(value, dict):
+        raise InvalidConfig(f"{name} must map worker kinds to milliseconds")
+    low, high = _WORKER_RANGE
+    for kind, ms in value.items():
+        if kind not in WORKER_KINDS:
+            raise InvalidConfig(
+                f"{name}: unknown worker kind {kind!r} (one of {', '.join(WORKER_KINDS)})"
+            )
+        if type(ms) is not int or not low <= ms <= high:
+            raise InvalidConfig(f"{name}.{kind} must be an integer in {low}..{high}, got {ms!r}")
+
+
 def _flag(_: object, attribute: attrs.Attribute[bool], value: object) -> None:
     if type(value) is not bool:
         raise InvalidConfig(f"{camel_case(attribute.name)} must be true or false, got {value!r}")
@@ -91,6 +109,10 @@ class Config:
         mnemon_path: the Mnemon executable to use. mnemon_timeout_ms: per CLI call.
         documents_active_limit: rendered bytes all active Documents may take (1 KiB..1 GiB);
             a document that does not fit makes the least recently used one archived.
+        worker_timeout_ms: how long the host waits for a worker run (100..3600000, default
+            180000); a run past it is cancelled and fails with ``WorkerTimeout``, nothing
+            written. worker_timeouts_ms: per-kind overrides, e.g. ``{"archive": 600000}``
+            (kinds: recall, write, answer, compact, archive, document_archive, review).
     """
 
     recall_mode: Mode = attrs.field(default="guided", validator=_one_of("guided", "off"))
@@ -114,6 +136,10 @@ class Config:
     documents_active_limit: int = attrs.field(
         default=DOCUMENTS_ACTIVE_LIMIT, validator=_between(*_DOCUMENTS_RANGE)
     )
+    worker_timeout_ms: int = attrs.field(
+        default=WORKER_TIMEOUT_MS, validator=_between(*_WORKER_RANGE)
+    )
+    worker_timeouts_ms: dict[str, int] = attrs.field(factory=dict, validator=_timeouts)
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], *, source: str = "config") -> Config:
@@ -150,6 +176,10 @@ class Config:
     def limit(self, target: str) -> int:
         """Byte budget of a hot-memory target (``user`` or ``memory``)."""
         return self.user_limit if target == "user" else self.memory_limit
+
+    def worker_timeout(self, kind: str) -> int:
+        """Milliseconds the host waits for a worker of ``kind``."""
+        return self.worker_timeouts_ms.get(kind, self.worker_timeout_ms)
 
 
 register_camel_case(Config)

@@ -102,6 +102,7 @@ def _idle_review(root: MemoryRoot) -> _Shown:
     agent.agent_idle()
     due = agent.deadline_ms
     agent.tick(due)  # time is an input: the host's clock reached the deadline
+    agent.join()  # the review runs on a thread of its own; the demo waits for it
     return _Shown({"state": agent.state, "lastReview": agent.status()["lastReview"]})
 
 

@@ -23,8 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .redact import redact
+
 __all__ = [
     "AmbiguousMatch",
+    "Busy",
     "CapacityExceeded",
     "CorruptStore",
     "DocumentArchived",
@@ -46,9 +49,12 @@ __all__ = [
     "SpecError",
     "StorageError",
     "ToolRefused",
+    "UnknownHistoryEntry",
     "UnknownInsight",
     "UnknownSpace",
+    "WorkerCancelled",
     "WorkerFailed",
+    "WorkerTimeout",
 ]
 
 
@@ -186,8 +192,27 @@ class UnknownInsight(RequestRejected, LookupError):
     """No active insight of the space has this id (it never existed or was forgotten)."""
 
 
+class UnknownHistoryEntry(RequestRejected, LookupError):
+    """No entry of the hot-memory history has this id."""
+
+
 class ToolRefused(RequestRejected):
-    """A worker called a tool its request did not grant; nothing was done."""
+    """A worker called a tool its request did not grant, or called a tool after its run
+    ended; nothing was done. The message is redacted (it may quote what the worker sent)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
+
+
+class WorkerCancelled(ToolRefused):
+    """The worker's run was cancelled (a new turn started, the run timed out, the host
+    stopped it): its tool box refuses every further call and nothing it staged is written.
+    A worker that sees this should stop."""
+
+
+class Busy(RequestRejected):
+    """The root's API was called from inside one of its worker runs. A worker reaches memory
+    only through the tool box it was handed; nothing was done."""
 
 
 class ReadOnly(RequestRejected):
@@ -219,7 +244,27 @@ class CorruptStore(StorageError):
 class WorkerFailed(MnemonError):
     """An LLM worker failed, timed out, returned nothing valid, called a tool it was not
     granted, or returned something the host's checks refused. Its result was not used and
-    the writes it staged were dropped: nothing was written."""
+    the writes it staged were dropped: nothing was written.
+
+    The message is one line of at most 500 characters with secrets redacted (API keys, bearer
+    tokens, ``key=value`` credentials, long tokens): a provider's error text may carry them.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
+
+
+class WorkerTimeout(WorkerFailed):
+    """The worker did not finish within its timeout (``workerTimeoutMs``); its run was
+    cancelled and nothing it staged was written. ``timeout_ms`` is the limit applied."""
+
+    def __init__(self, message: str, *, kind: str, timeout_ms: int) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.timeout_ms = timeout_ms
+
+    def fields(self) -> dict[str, Any]:
+        return {"kind": self.kind, "timeoutMs": self.timeout_ms}
 
 
 class MaintenanceRejected(WorkerFailed):
@@ -231,7 +276,7 @@ class MaintenanceRejected(WorkerFailed):
     def __init__(self, rule: str, detail: str) -> None:
         super().__init__(f"maintenance result rejected ({rule}): {detail}")
         self.rule = rule
-        self.detail = detail
+        self.detail = redact(detail)
 
     def fields(self) -> dict[str, Any]:
         return {"rule": self.rule}

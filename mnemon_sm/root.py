@@ -8,7 +8,9 @@ Host integrators use only this module (re-exported by the package)::
 
 No state machine is visible here. Operations on one root are serialized inside the process by
 a mutex and across processes by the root's file lock; every failure is a typed
-``MnemonError``.
+``MnemonError``. Workers run on threads of their own, with a timeout, through the root's one
+:class:`~mnemon_sm.workers.runner.Delegate`; called from inside a worker run, every public
+operation raises ``Busy``.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ import attrs
 
 from .config import Config
 from .documents.api import Documents
-from .errors import CapacityExceeded, StorageError
+from .errors import CapacityExceeded, InvalidInput, ReadOnly, StorageError
 from .hot.context_text import ROUTING_GUIDANCE, render_runtime_memory
 from .hot.flow import HotMutationFlow
+from .hot.history import HistoryItem, HotHistory
 from .hot.model import LOCK_NAME, SOURCE_PATH, TARGETS, HotEntry, HotStore, projection_path
-from .hot.rules import Receipt
+from .hot.rules import Commit, Receipt, Rejected, check_request, plan_mutation
 from .hot.store import SourceCache, repair_projections
 from .lifecycle.api import AgentLifecycle
 from .longterm.api import LongTermMemory
@@ -37,10 +40,12 @@ from .maintenance.flow import MaintenanceFlow
 from .maintenance.journal import Journal
 from .ports import Ports
 from .ports.real import real_ports
+from .text import iso_ms
 from .workers.builtin import BuiltinWorkers
 from .workers.port import Workers
+from .workers.runner import Delegate, host_only
 
-__all__ = ["Context", "HotMemory", "HotSnapshot", "MemoryRoot"]
+__all__ = ["Context", "HotMemory", "HotSnapshot", "MemoryRoot", "Preview"]
 
 
 @attrs.frozen
@@ -75,6 +80,14 @@ class HotSnapshot:
         return out
 
 
+@attrs.frozen
+class Preview:
+    """What a hot-memory change would do now (:meth:`HotMemory.preview`)."""
+
+    receipt: Receipt
+    changes: bool  # False: it is in effect already (an add equal to an entry)
+
+
 # Rendering waits at most this long for the lock to repair a projection; a busy lock only
 # postpones the repair to the next render (the text itself comes from the source).
 _REPAIR_WAIT_MS = 100
@@ -83,8 +96,8 @@ _REPAIR_WAIT_MS = 100
 class _Shared:
     """What the facades of one root share: ports, config, the source cache and a mutex."""
 
-    def __init__(self, ports: Ports, config: Config) -> None:
-        self.ports, self.config = ports, config
+    def __init__(self, ports: Ports, config: Config, delegate: Delegate) -> None:
+        self.ports, self.config, self.delegate = ports, config, delegate
         self.cache = SourceCache()
         self.mutex = threading.RLock()
 
@@ -141,11 +154,17 @@ class HotMemory:
     """USER.md and MEMORY.md: add, replace, remove and read."""
 
     def __init__(
-        self, shared: _Shared, flow: HotMutationFlow, maintenance: MaintenanceFlow
+        self,
+        shared: _Shared,
+        flow: HotMutationFlow,
+        maintenance: MaintenanceFlow,
+        history: HotHistory,
     ) -> None:
         self._shared, self._flow, self._maintenance = shared, flow, maintenance
+        self._history, self._delegate = history, shared.delegate
         self._maintenance_mutex = threading.RLock()
 
+    @host_only
     def add(
         self,
         target: str,
@@ -183,6 +202,7 @@ class HotMemory:
                 )
                 return receipt
 
+    @host_only
     def replace(
         self, target: str, old_text: str, content: str, importance: str | None = None
     ) -> Receipt:
@@ -200,6 +220,7 @@ class HotMemory:
                 importance=importance,
             )
 
+    @host_only
     def remove(self, target: str, old_text: str) -> Receipt:
         """Remove the one entry of ``target`` containing ``old_text``.
 
@@ -209,6 +230,61 @@ class HotMemory:
         with self._shared.mutex:
             return self._flow.run("remove", target=target, old_text=old_text)
 
+    @host_only
+    def preview(
+        self,
+        action: str,
+        target: str,
+        *,
+        content: str | None = None,
+        old_text: str | None = None,
+        importance: str | None = None,
+    ) -> Preview:
+        """What ``add``, ``replace`` or ``remove`` would do on the committed entries now, by
+        the same rules, without writing anything (no lock; no maintenance): the receipt, and
+        whether it would change anything (an add equal to an entry would not).
+
+        Raises:
+            the typed error the change would raise (``NoMatch``, ``CapacityExceeded``, ...).
+        """
+        shared = self._shared
+        if not shared.config.write_enabled:
+            raise ReadOnly("this storage root is configured read-only (writeEnabled = false)")
+        mutation = check_request(action, target, content, old_text, importance)
+        with shared.mutex:
+            store = shared.current()
+        now = iso_ms(shared.ports.clock.now_ms())
+        outcome = plan_mutation(store, mutation, now, shared.config.limit(mutation.target))
+        if isinstance(outcome, Rejected):
+            raise outcome.error
+        return Preview(outcome.receipt, isinstance(outcome, Commit))
+
+    @host_only
+    def history(self, target: str | None = None) -> tuple[HistoryItem, ...]:
+        """Entries capacity maintenance took out of hot memory (removed, or rewritten into a
+        merged entry), newest round first: the exact text each had, kept in
+        ``state/hot-history.jsonl`` (the newest 64 rounds are never dropped).
+
+        Raises:
+            InvalidInput: a bad target. CorruptStore: the history file is invalid.
+        """
+        return tuple(HistoryItem.of(r, e) for r, e in self._history.entries(target))
+
+    @host_only
+    def restore(self, history_id: str, *, maintenance: bool = False) -> Receipt:
+        """Add a preserved entry back to its target through the normal add path (its
+        capacity rules included; with ``maintenance`` an overflow compacts as any add does).
+        An entry that is back already changes nothing.
+
+        Raises:
+            UnknownHistoryEntry: no entry has this id. Everything :meth:`add` raises.
+        """
+        if not isinstance(history_id, str):
+            raise InvalidInput("a history id is a string")
+        round_, entry = self._history.find(history_id)
+        return self.add(round_.target, entry.content, entry.importance, maintenance=maintenance)
+
+    @host_only
     def snapshot(self) -> HotSnapshot:
         """The committed entries, their usage and the source revision (takes no lock)."""
         shared = self._shared
@@ -224,8 +300,9 @@ class Context:
     """The texts a host adds to model input on every turn."""
 
     def __init__(self, shared: _Shared) -> None:
-        self._shared = shared
+        self._shared, self._delegate = shared, shared.delegate
 
+    @host_only
     def runtime_memory(self) -> str:
         """Both hot-memory files with the usage protocol.
 
@@ -243,7 +320,9 @@ class Context:
         return ROUTING_GUIDANCE if self._shared.config.routing_guidance else ""
 
 
-def _open_long_term(path: Path, config: Config, ports: Ports) -> LongTermMemory:
+def _open_long_term(
+    path: Path, config: Config, ports: Ports, delegate: Delegate
+) -> LongTermMemory:
     store = ports.long_term or open_long_term(path, ports.clock, config)
     catalog = Catalog(
         ports.files,
@@ -256,7 +335,7 @@ def _open_long_term(path: Path, config: Config, ports: Ports) -> LongTermMemory:
     return LongTermMemory(
         catalog,
         store,
-        ports.workers or BuiltinWorkers(),
+        delegate,
         write_enabled=config.write_enabled,
         default_limit=config.default_recall_limit,
     )
@@ -269,10 +348,14 @@ class MemoryRoot:
     def __init__(self, path: Path, config: Config, ports: Ports) -> None:
         self.path, self.config = path, config
         self._ports = ports
-        self._shared = _Shared(ports, config)
+        self._delegate = Delegate(
+            ports.workers or BuiltinWorkers(), ports.clock, config.worker_timeout
+        )
+        self._shared = _Shared(ports, config, self._delegate)
         self._flow = HotMutationFlow(ports, config, self._shared.cache)
         self._long_term: LongTermMemory | None = None
         journal = Journal(ports.files, ports.locks, config.lock_timeout_ms)
+        history = HotHistory(ports.files, ports.locks, config.lock_timeout_ms)
         with contextlib.suppress(StorageError):  # a bad journal is reported when it is needed
             journal.recover()
         self._maintenance = MaintenanceFlow(
@@ -281,11 +364,12 @@ class MemoryRoot:
             self._shared.current,
             config,
             ports.clock,
-            lambda: ports.workers or BuiltinWorkers(),
+            self._delegate,
             lambda: self.long_term,
             journal,
+            history,
         )
-        self.hot = HotMemory(self._shared, self._flow, self._maintenance)
+        self.hot = HotMemory(self._shared, self._flow, self._maintenance, history)
         self.context = Context(self._shared)
         self._lifecycles: dict[str, AgentLifecycle] = {}
         self.documents = Documents(
@@ -294,10 +378,11 @@ class MemoryRoot:
             ports.clock,
             config,
             path.as_posix(),
-            lambda: ports.workers or BuiltinWorkers(),
             lambda: self.long_term,
+            self._delegate,
         )
 
+    @host_only
     def lifecycle(self, agent_id: str) -> AgentLifecycle:
         """The lifecycle of root agent ``agent_id`` (restored from ``state/`` if persisted).
 
@@ -312,7 +397,7 @@ class MemoryRoot:
                     self._ports.files,
                     self._ports.clock,
                     self.config,
-                    lambda: self._ports.workers or BuiltinWorkers(),
+                    self._delegate,
                     self.hot,
                     self.documents,
                     lambda: self.long_term,
@@ -325,7 +410,9 @@ class MemoryRoot:
         """The Memory Spaces of this root (opened on first use)."""
         with self._shared.mutex:
             if self._long_term is None:
-                self._long_term = _open_long_term(self.path, self.config, self._ports)
+                self._long_term = _open_long_term(
+                    self.path, self.config, self._ports, self._delegate
+                )
             return self._long_term
 
     @classmethod
@@ -355,6 +442,7 @@ class MemoryRoot:
             ports = attrs.evolve(ports, workers=workers)
         return cls(root, config or Config(), ports)
 
+    @host_only
     def close(self) -> None:
         """Close the root; later operations raise ``IllegalEvent``."""
         with self._shared.mutex:

@@ -12,9 +12,12 @@ import re
 import time
 
 __all__ = [
+    "BLOCK_TAGS",
     "WHITESPACE",
     "collapse_whitespace",
     "iso_ms",
+    "quote_data",
+    "quote_json",
     "strip_whitespace",
     "utf8_len",
     "utf16_len",
@@ -43,6 +46,27 @@ _STOP = frozenset(_STOP_WORDS.split())
 def words(text: str) -> frozenset[str]:
     """Lowercased letter/digit runs of ``text`` minus common English stop words."""
     return frozenset(w for w in _WORD.findall(text.lower()) if w not in _STOP)
+
+
+#: The tags of every data block the library writes into model input (the per-turn context and
+#: the worker prompts). Data quoted with :func:`quote_data` can neither open nor close one.
+BLOCK_TAGS = ("runtime-memory-file", "runtime-memory-snapshot")
+_BLOCK_TAG = re.compile(rf"<(?=[{WHITESPACE}]*/?[{WHITESPACE}]*(?:{'|'.join(BLOCK_TAGS)}))", re.I)
+_BRACES = re.compile(r"\{(?=\{)")
+
+
+def quote_data(text: str) -> str:
+    """Make untrusted text safe inside a data block: every ``<`` that would start one of the
+    :data:`BLOCK_TAGS` (opening or closing, any case, with spaces) becomes ``<\\``, and ``{{``
+    is broken up (``{ {``) for hosts that interpolate templates."""
+    return _BRACES.sub("{ ", _BLOCK_TAG.sub("<\\\\", text))
+
+
+def quote_json(text: str) -> str:
+    """Make JSON text (from ``json.dumps``) safe as prompt data, with the same meaning: every
+    ``<`` becomes ``\\u003c`` and every ``{{`` becomes ``{\\u007b`` (both only ever occur
+    inside JSON strings), so no tag and no template marker appears in it."""
+    return text.replace("<", "\\u003c").replace("{{", "{\\u007b")
 
 
 def collapse_whitespace(value: str) -> str:

@@ -3,19 +3,28 @@
 - INV-LIF-5: all 32 combinations of the five switches against a small reference model of
   reference section 13, over generated turns (user text, tool calls and results).
 - A state machine drives one agent through generated sessions, turns, steps, idle/busy
-  changes, time and restarts, with review workers that complete, skip, fail, raise or try to
-  change more than allowed:
-  - INV-LIF-1: a failed review never clears the activity; a completed one always does;
+  changes, time and restarts, with review workers that complete, skip, fail, raise, try to
+  change more than allowed, or stage a change and then hang (aborted by the next host event,
+  or timed out):
+  - INV-LIF-1: a failed, aborted or timed-out review never clears the activity; a completed
+    one always does;
   - INV-LIF-2: a review never runs while the agent is busy or before its turn ended;
   - INV-LIF-3: one review changes hot memory at most once and documents at most once;
   - INV-LIF-4: after a restart (a new root on the same storage) the state, the score and the
-    deadline are what they were.
+    deadline are what they were;
+  - INV-LIF-6: an aborted or timed-out review writes nothing, though it staged a change, and
+    its tool box refuses calls once its run is over;
+  - INV-LIF-7: the host event that aborts a review leaves the last review as it was.
+
+The workers record what they see; the test asserts on those records, never inside a worker
+(whose exceptions the library turns into failed reviews).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 from typing import Any
 
 import attrs
@@ -34,6 +43,8 @@ NEVER_WHILE_BUSY = "INV-LIF-2"
 AT_MOST_ONE = "INV-LIF-3"
 RESTART = "INV-LIF-4"
 SWITCHES = "INV-LIF-5"
+STAGED_ONLY = "INV-LIF-6"
+ABORT_KEEPS = "INV-LIF-7"
 IDLE_MS = 5_000
 
 COMBOS = list(itertools.product(["guided", "off"], ["guided", "off"], *[[True, False]] * 3))
@@ -95,6 +106,7 @@ def test_the_five_switches_follow_the_reference_model(
     agent.turn_ended(1)
     ports.clock.advance(IDLE_MS)  # type: ignore[attr-defined]
     agent.tick()
+    assert agent.join(30)
     ran = agent.status()["counters"]["reviews"]
     assert ran == int(recording and model.eligible), SWITCHES
     assert (root.context.routing_guidance() != "") == routing, SWITCHES
@@ -106,22 +118,35 @@ BEHAVIOURS = ("complete", "skip", "fail", "raise", "greedy")
 
 
 class Worker:
-    """A review worker whose behaviour the test chooses, and which checks when it runs."""
+    """A review worker whose behaviour the test chooses; it records what it sees."""
 
     def __init__(self, machine: LifecycleMachine) -> None:
         self.machine = machine
         self.behaviour = "complete"
         self.runs = 0
+        self.violations: list[str] = []
+        self.refused_after_run: list[bool] = []
+        self.boxes: list[ToolBox] = []
+        self.started = threading.Event()
 
     def run(self, request: WorkerRequest, tools: ToolBox) -> object:
         m = self.machine
-        assert request.kind == "review"
-        assert not m.busy, NEVER_WHILE_BUSY
-        assert m.armed_turn in m.ended, NEVER_WHILE_BUSY
+        if request.kind != "review" or m.busy or m.armed_turn not in m.ended:
+            self.violations.append(f"{NEVER_WHILE_BUSY}: busy={m.busy} kind={request.kind}")
         self.runs += 1
+        self.boxes.append(tools)
         if self.behaviour == "raise":
             raise RuntimeError("model unavailable")
+        if self.behaviour == "hang":  # stage a change, then wait for the host to give up
+            tools.call(
+                "mnemon_runtime_memory",
+                {"action": "add", "target": "memory", "content": f"never {self.runs}"},
+            )
+            self.started.set()
+            tools.cancellation.wait(60)
+            return {"summary": "late", "action": "stored", "documentIds": []}
         if self.behaviour == "greedy":
+            documents: list[str] = []
             for i in range(3):  # the refusals after the first change are what is tested
                 with contextlib.suppress(MnemonError):
                     content = f"greedy {self.runs}-{i}"
@@ -131,12 +156,19 @@ class Worker:
                     )
                 with contextlib.suppress(MnemonError):
                     title = f"Doc {self.runs}-{i}"
-                    tools.call(
+                    staged = tools.call(
                         "mnemon_document_manage",
                         {"action": "create", "title": title, "content": "body"},
                     )
-            return {"summary": "changed", "action": "stored", "documentIds": []}
-        action = {"complete": "stored", "skip": "skipped", "fail": "failed"}[self.behaviour]
+                    documents.append(staged["id"])
+            return {"summary": "changed", "action": "stored", "documentIds": documents}
+        if self.behaviour == "complete":  # one change, and a receipt that says so
+            tools.call(
+                "mnemon_runtime_memory",
+                {"action": "add", "target": "user", "content": f"User fact {self.runs}"},
+            )
+            return {"summary": "saved one fact", "action": "stored", "documentIds": []}
+        action = {"skip": "skipped", "fail": "failed"}[self.behaviour]
         return {"summary": self.behaviour, "action": action, "documentIds": []}
 
 
@@ -221,6 +253,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         docs_before = len(self.root.documents.records())
         self.ports.clock.advance(ms)  # type: ignore[attr-defined]
         self.agent.tick()
+        assert self.agent.join(30)
         if self.worker.runs > runs:  # a review ran
             self.reviews += 1
             if behaviour in ("fail", "raise"):
@@ -230,6 +263,54 @@ class LifecycleMachine(RuleBasedStateMachine):
             assert len(self.root.hot.snapshot().entries) - hot_before <= 1, AT_MOST_ONE
             assert len(self.root.documents.records()) - docs_before <= 1, AT_MOST_ONE
             assert self.agent.state == "idle"
+
+    @rule(host=st.sampled_from(["pre_step", "busy", "session_start", "stop", "timeout"]))
+    def review_cut_short(self, host: str) -> None:
+        """A review stages a change and hangs; the next host event aborts it (or a tick past
+        its timeout times it out): nothing is written, the activity is kept."""
+        self.eligible_turn(200, 6, True)
+        self.worker.behaviour = "hang"
+        self.worker.started.clear()
+        hot_before = self.root.hot.snapshot().entries
+        last = self.agent.status()["lastReview"]
+        failures = self.agent.status()["counters"]["failures"]
+        self.ports.clock.advance(2 * IDLE_MS)  # type: ignore[attr-defined]
+        self.agent.tick()
+        assert self.agent.state == "reviewing"
+        assert self.worker.started.wait(30)
+        turns = self.agent.score.turns
+        if host == "pre_step":
+            self.user_turn(10, 1)
+        elif host == "busy":
+            self.status(True)
+        elif host == "session_start":
+            self.session_start("resume")
+        elif host == "stop":
+            self.stop_turn(0, 0)
+        else:
+            timeout = self.config.worker_timeout("review")
+            self.ports.clock.advance(timeout)  # type: ignore[attr-defined]
+            self.agent.tick()
+        assert self.agent.state != "reviewing"
+        assert self.agent.join(30)
+        box = self.worker.boxes[-1]
+        try:
+            box.call("mnemon_memory_bodies", {})
+            self.worker.refused_after_run.append(False)
+        except MnemonError:
+            self.worker.refused_after_run.append(True)
+        assert self.root.hot.snapshot().entries == hot_before, STAGED_ONLY
+        status = self.agent.status()
+        if host == "timeout":
+            assert status["counters"]["failures"] == failures + 1, FAILED_KEEPS
+            assert status["lastReview"]["action"] == "failed", FAILED_KEEPS
+        else:
+            assert status["lastReview"] == last, ABORT_KEEPS
+            assert status["counters"]["failures"] == failures, ABORT_KEEPS
+        if host in ("timeout", "busy", "stop"):
+            assert self.agent.score.turns >= turns, FAILED_KEEPS
+        elif host == "pre_step":
+            assert self.agent.score.turns == turns + 1, FAILED_KEEPS
 
     @rule()
     def restart(self) -> None:
@@ -247,6 +328,11 @@ class LifecycleMachine(RuleBasedStateMachine):
     @invariant()
     def never_reviewing_at_rest(self) -> None:
         assert self.agent.state in ("idle", "armed", "deferred")
+
+    @invariant()
+    def workers_saw_nothing_wrong(self) -> None:
+        assert self.worker.violations == [], NEVER_WHILE_BUSY
+        assert all(self.worker.refused_after_run), STAGED_ONLY
 
 
 TestLifecycle = LifecycleMachine.TestCase

@@ -39,6 +39,7 @@ from mnemon_sm.testing.memory import MemoryFiles, memory_ports
 from mnemon_sm.workers.builtin import BuiltinWorkers
 from mnemon_sm.workers.port import ToolBox, WorkerRequest
 from mnemon_sm.workers.tools import READ_TOOLS, WRITE_TOOLS
+from property_tests.threads import WorkerData
 
 RECALL_CAP_HOLDS = "INV-REC-1"  # recall never returns more than 12 items
 RECALL_ITEMS_FROM_TOOLS = "INV-REC-2"  # every item comes from a tool result of the run
@@ -216,6 +217,7 @@ def recall_result(picked: list[tuple[str, str]]) -> dict[str, Any]:
 def test_recall_returns_at_most_12_items_each_from_a_tool_result_of_the_run(
     spec: list[SpaceSpec], query: str, data: st.DataObject
 ) -> None:
+    data = WorkerData(data)  # type: ignore[assignment]  # drawn on the worker's thread
     world, run = build(spec), Run()
 
     def worker(request: WorkerRequest, tools: ToolBox) -> object:
@@ -254,6 +256,7 @@ FORBIDDEN_IN_RECALL = (*WRITE_TOOLS, *UNKNOWN_TOOLS)
 def test_a_recall_worker_calling_a_tool_it_was_not_granted_fails_and_changes_nothing(
     spec: list[SpaceSpec], query: str, forbidden: str, data: st.DataObject
 ) -> None:
+    data = WorkerData(data)  # type: ignore[assignment]  # drawn on the worker's thread
     world, run = build(spec), Run()
     before = world.snapshot(access_counts=False)
     swallow = data.draw(st.booleans(), label="swallow the refusal")
@@ -281,6 +284,7 @@ def test_a_recall_worker_calling_a_tool_it_was_not_granted_fails_and_changes_not
 def test_a_recall_worker_selecting_evidence_no_tool_returned_fails(
     spec: list[SpaceSpec], query: str, data: st.DataObject
 ) -> None:
+    data = WorkerData(data)  # type: ignore[assignment]  # drawn on the worker's thread
     world, run = build(spec), Run()
     before = world.snapshot(access_counts=False)
 
@@ -312,6 +316,7 @@ def test_a_recall_worker_selecting_evidence_no_tool_returned_fails(
 def test_every_citation_of_an_answer_is_a_label_of_the_evidence_shown(
     spec: list[SpaceSpec], question: str, limit: int | None, data: st.DataObject
 ) -> None:
+    data = WorkerData(data)  # type: ignore[assignment]  # drawn on the worker's thread
     world = build(spec)
     cited: list[str] = []
     shown: list[str] = []
@@ -342,6 +347,7 @@ def test_every_citation_of_an_answer_is_a_label_of_the_evidence_shown(
 def test_direct_search_returns_tiered_hits_of_active_spaces_within_the_limit(
     spec: list[SpaceSpec], query: str, limit: int | None, mode: str, data: st.DataObject
 ) -> None:
+    data = WorkerData(data)  # type: ignore[assignment]  # drawn on the worker's thread
     world = build(spec)
     names, active = world.names(), world.active()
     inactive = sorted(set(names) - set(active))
@@ -456,6 +462,7 @@ def call_operation(world: World, operation: str) -> object:
 def test_an_adversarial_write_worker_changes_no_file_and_no_store(
     adversary: str, spec: list[SpaceSpec], operation: str, data: st.DataObject
 ) -> None:
+    data = WorkerData(data)  # type: ignore[assignment]  # drawn on the worker's thread
     world = build(spec)
     spaces = sorted(world.store.data)
     before = world.snapshot()
@@ -501,6 +508,7 @@ def test_an_adversarial_write_worker_changes_no_file_and_no_store(
 def test_an_accepted_write_names_only_written_spaces_and_activates_its_targets(
     spec: list[SpaceSpec], data: st.DataObject
 ) -> None:
+    data = WorkerData(data)  # type: ignore[assignment]  # drawn on the worker's thread
     world = build(spec)
     spaces = sorted(world.store.data)
     was_active = set(world.active())
@@ -546,6 +554,7 @@ def test_an_accepted_write_names_only_written_spaces_and_activates_its_targets(
 def test_a_built_in_write_into_an_inactive_space_activates_it(
     spec: list[SpaceSpec], operation: str, data: st.DataObject
 ) -> None:
+    data = WorkerData(data)  # type: ignore[assignment]  # drawn on the worker's thread
     world = build(spec)
     world.workers.scripts["write"] = BuiltinWorkers().run
     space = data.draw(st.sampled_from(sorted(world.store.data)))

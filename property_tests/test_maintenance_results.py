@@ -30,6 +30,7 @@ from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import archive_script, insight_contents, seed, world
 from mnemon_sm.testing.memory import memory_ports
 from mnemon_sm.workers.port import ToolBox, WorkerRequest
+from property_tests.threads import WorkerData
 
 UNCHANGED = "INV-MNT-1"  # a refused maintenance leaves every file byte-identical
 COVERED = "INV-MNT-2"  # a committed compaction covers / archives every snapshot entry
@@ -359,7 +360,7 @@ def _archive_defect(draw: Any, case: Case) -> tuple[Callable[..., Any], Callable
 
 @given(memory_cases(st.sampled_from(sorted(ARCHIVE_DEFECTS))), st.data())
 def test_every_defective_archive_is_rejected_and_writes_nothing(case: Case, data: Any) -> None:
-    corrupt, extra = _archive_defect(data.draw, case)
+    corrupt, extra = _archive_defect(WorkerData(data).draw, case)  # drawn on the worker's thread
     script = archive_script(
         "default", keep=lambda _: copy.deepcopy(case.result), corrupt=corrupt, extra=extra
     )

@@ -682,7 +682,8 @@ def test_lifecycle_replay_prints_every_step_and_a_restart_changes_nothing(
         "idle --turn_stopping--> armed",
         '"eligible": true',
         "armed --tick--> reviewing",
-        "reviewing --review_completed--> idle",
+        "reviewing --review_finished--> applying",
+        "applying --review_completed--> idle",
         'review receipt: {"at": ',
     ):
         assert expected in out, expected

@@ -147,6 +147,7 @@ def test_deadline_while_busy_defers_until_idle_then_reviews() -> None:
     lc.agent_idle()
     assert lc.state == "armed" and lc.deadline_ms == ports.clock.now_ms()
     lc.tick()
+    assert lc.join(10)  # the review runs on its own thread
     assert lc.state == "idle" and lc.status()["lastReview"]["action"] == "skipped"
     assert lc.score.turns == 0  # a completed review (a skip) clears the activity
     del root
@@ -173,6 +174,7 @@ def test_a_failed_review_keeps_the_activity_and_is_not_retried_by_itself(failure
     lc.turn_ended(1)
     before = lc.score
     lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert lc.join(10)
     assert lc.state == "idle" and lc.score == before
     assert lc.status()["counters"]["failures"] == 1
     lc.tick(ports.clock.now_ms() + 10 * IDLE_MS)
@@ -189,6 +191,7 @@ def test_builtin_review_saves_one_explicit_statement() -> None:
     lc.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))
     lc.turn_ended(1)
     lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert lc.join(10)
     assert lc.status()["lastReview"]["action"] == "stored"
     # one statement only, though the message holds two
     assert [(e.target, e.content) for e in root.hot.snapshot().entries] == [
@@ -204,6 +207,7 @@ def test_state_survives_a_restart_and_the_review_still_fires() -> None:
     again = MemoryRoot.open("/r", Config(durability="off"), ports=ports).lifecycle("main")
     assert again.status() == status and again.deadline_ms == lc.deadline_ms
     again.tick(ports.clock.now_ms() + IDLE_MS)
+    assert again.join(10)
     assert again.status()["counters"]["reviews"] == 1
 
 
@@ -247,24 +251,30 @@ def test_async_driver_fires_the_deadline_with_a_fake_sleep() -> None:
 
     async def fake_sleep(seconds: float) -> None:
         slept.append(seconds)
-        ports.clock.advance(int(seconds * 1000))  # type: ignore[attr-defined]
+        if len(slept) == 1:  # the review deadline passes at once
+            ports.clock.advance(int(seconds * 1000))  # type: ignore[attr-defined]
+        else:  # the review's timeout never comes: the review ends first
+            await asyncio.Event().wait()
 
     async def main() -> None:
         driver = AsyncDriver(lc, ports.clock, sleep=fake_sleep)
         task = asyncio.create_task(driver.run())
         await asyncio.sleep(0)
         eligible_turn(lc, 1)
-        lc.turn_ended(1)
-        driver.notify()
-        for _ in range(20):
+        lc.turn_ended(1)  # the driver listens: no notify needed
+        for _ in range(50):
             await asyncio.sleep(0)
-            if lc.status()["counters"]["reviews"]:
+            if lc.state != "armed":
                 break
+        assert await asyncio.to_thread(lc.join, 10)
+        for _ in range(50):  # the driver wakes on the review's end and goes back to waiting
+            await asyncio.sleep(0)
         driver.stop()
         await task
 
     asyncio.run(main())
-    assert slept == [IDLE_MS / 1000]
+    timeout_s = Config().worker_timeout("review") / 1000
+    assert slept == [IDLE_MS / 1000, timeout_s]
     assert lc.status()["counters"]["reviews"] == 1
 
 
@@ -287,6 +297,7 @@ def test_review_tools_refuse_what_is_not_granted() -> None:
     eligible_turn(lc, 1)
     lc.turn_ended(1)
     lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert lc.join(10)
     assert "mnemon_remember" not in seen[0] and "mnemon_runtime_memory" in seen[0]
     assert seen[1:] == ["ToolRefused", "ToolRefused"]
     # calling a tool that was not granted fails the run: the activity is kept
@@ -353,3 +364,80 @@ def test_the_turn_in_progress_counts_from_its_first_pre_step() -> None:
             lc.turn_stopping(turn, [])
     s = lc.score
     assert (s.user_chars, s.turns, s.total) == (182, 3, 6)
+
+
+def test_a_new_turn_in_deferred_cancels_and_a_tick_there_waits() -> None:
+    lc, ports = deferred_agent()
+    lc.tick(ports.clock.now_ms() + 10 * IDLE_MS)  # still busy: the review keeps waiting
+    assert lc.state == "deferred"
+    lc.pre_step(2, 1, [user("m2", "a new turn")])
+    assert lc.state == "idle" and lc.deadline_ms is None and lc.score.turns == 2
+
+
+def hanging_review() -> tuple[Any, Ports, Any, Any]:
+    """An agent whose review hangs until cancelled (returns the agent, the ports, the started
+    event and the finished event)."""
+    import threading
+
+    started, finished = threading.Event(), threading.Event()
+
+    def worker(request: WorkerRequest, tools: ToolBox) -> object:
+        started.set()
+        tools.cancellation.wait(30)
+        finished.set()
+        return {"summary": "late", "action": "skipped", "documentIds": []}
+
+    lc, _, ports = agent(ScriptedWorkers({"review": worker}))
+    eligible_turn(lc, 1)
+    lc.turn_ended(1)
+    lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert lc.state == "reviewing" and started.wait(10)
+    return lc, ports, started, finished
+
+
+def test_turn_ended_and_idle_while_reviewing_change_nothing_and_dispose_aborts() -> None:
+    lc, _, _, finished = hanging_review()
+    lc.turn_ended(1)
+    lc.agent_idle()
+    assert lc.state == "reviewing"
+    lc.dispose()
+    assert lc.state == "disposed" and finished.wait(10)
+    assert lc.join(10) and lc.status()["lastReview"] is None
+
+
+def test_a_stopping_turn_with_recording_off_still_aborts_a_running_review() -> None:
+    lc, ports, _, finished = hanging_review()
+    off = MemoryRoot.open("/r", Config(durability="off", writeback_mode="off"), ports=ports)
+    lc._flow.config = off.config  # the switch changed while the review ran
+    lc.turn_stopping(2, tools(2, ["x"], 9))
+    assert lc.state == "idle" and finished.wait(10)
+
+
+def test_a_stale_review_result_arriving_in_deferred_is_dropped() -> None:
+    import threading
+
+    release = threading.Event()
+    runs: list[int] = []
+
+    def worker(request: WorkerRequest, tools: ToolBox) -> object:
+        runs.append(1)
+        if len(runs) == 1:
+            release.wait(30)  # ignores cancellation: its result arrives after the abort
+        return {"summary": "late", "action": "skipped", "documentIds": []}
+
+    lc, _, ports = agent(ScriptedWorkers({"review": worker}))
+    eligible_turn(lc, 1)
+    lc.turn_ended(1)
+    lc.tick(ports.clock.now_ms() + IDLE_MS)
+    assert lc.state == "reviewing"
+    lc.agent_busy()  # aborts it
+    eligible_turn(lc, 2)
+    lc.turn_ended(2)
+    lc.tick(ports.clock.now_ms() + 3 * IDLE_MS)  # due while busy
+    assert lc.state == "deferred"
+    before = lc.status()
+    delivered = threading.Event()
+    lc.add_listener(delivered.set)  # the next event is the stale run's result
+    release.set()  # the aborted run finishes now and sends its result
+    assert delivered.wait(10)
+    assert lc.state == "deferred" and lc.status() == before

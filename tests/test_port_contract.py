@@ -88,7 +88,7 @@ def test_faulty_memory_ports() -> None:
     check_files_contract(ports.files)
     check_locks_contract(ports.locks, other.locks)
     check_clock_contract(ports.clock)
-    assert injector.names[-2:] == ["clock.now_ms", "clock.now_ms"]
+    assert injector.names[-3:] == ["clock.now_ms", "clock.now_ms", "clock.wait"]
     assert not injector.crashed
 
 

@@ -19,6 +19,7 @@ GOOD = """
 flow: demo
 summary: A two-state demo.
 context: tests.test_spec_loader:DemoContext
+resting: [idle, busy, done]
 states:
   idle: {description: Waiting., ports: []}
   busy: {description: Working., ports: [files.read]}
@@ -108,6 +109,10 @@ def test_the_yaml_on_key_is_a_string_when_quoted_or_not() -> None:
         ({"  stop: Stop.\n": "  stop: Stop.\n  stop: Again.\n"}, "duplicate key"),
         ({"statechart:\n  states:": "statechart:\n  engine: fast\n  states:"}, "exactly one key"),
         ({"flow: demo": "flow: [demo"}, "not valid YAML"),
+        ({"resting: [idle, busy, done]": "resting: [idle, done]"}, "busy is not resting"),
+        ({"resting: [idle, busy, done]": "resting: [idle, nowhere]"}, "resting must name"),
+        ({"resting: [idle, busy, done]": "resting: []"}, "resting must name"),
+        ({"resting: [idle, busy, done]\n": ""}, "resting"),
     ],
 )
 def test_bad_specs_are_refused_with_a_clear_error(change: dict[str, str], message: str) -> None:
@@ -115,9 +120,91 @@ def test_bad_specs_are_refused_with_a_clear_error(change: dict[str, str], messag
         parse_spec(spec_text(**change), name="demo")
 
 
+ABORTING = spec_text(
+    **{
+        "resting: [idle, busy, done]": "resting: [idle, done]",
+        "  stop: Stop.\n": (
+            "  stop: Stop.\n  abort: {description: Interrupted., raised_by: engine}\n"
+        ),
+        "        stop: [{target: done, cond: is_ready}]\n": (
+            "        stop: [{target: done, cond: is_ready}]\n"
+            '        abort: [{target: idle, "on": discard}]\n'
+        ),
+    }
+)
+
+
+class AbortingContext(DemoContext):
+    def __init__(self, error: BaseException | None) -> None:
+        self.error, self.discarded = error, 0
+
+    def do_work(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def discard(self) -> None:
+        self.discarded += 1
+
+
+def test_a_transient_state_must_abort_to_rest_with_an_engine_event() -> None:
+    spec = parse_spec(ABORTING, name="demo")
+    assert spec.resting == ("idle", "done")
+    assert "abort" not in spec.external_events  # the engine raises it, no caller may
+    assert "discard" in spec.callbacks()
+    wrong = ABORTING.replace("raised_by: engine", "raised_by: discard")
+    with pytest.raises(SpecError, match="abort must be raised_by engine"):
+        parse_spec(wrong, name="demo")
+    elsewhere = ABORTING.replace('abort: [{target: idle, "on"', 'abort: [{target: busy, "on"')
+    with pytest.raises(SpecError, match="busy is not resting"):
+        parse_spec(elsewhere, name="demo")
+
+
+@pytest.mark.parametrize(
+    "error", [KeyboardInterrupt(), SystemExit(2), GeneratorExit(), RuntimeError("boom")]
+)
+def test_an_exception_escaping_a_step_fires_abort_and_propagates_unchanged(
+    error: BaseException, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mnemon_sm.engine import flow as engine_flow
+    from mnemon_sm.engine.spec import LoadedFlow
+
+    spec = parse_spec(ABORTING, name="demo")
+    loaded = LoadedFlow(spec, build_machine_class(spec), AbortingContext)
+    monkeypatch.setattr(engine_flow, "load_flow", lambda name: loaded)
+    context = AbortingContext(error)
+    machine = loaded.machine_class(model=context)
+    with pytest.raises(type(error)) as caught:
+        engine_flow.send(machine, "demo", "go")
+    assert caught.value is error  # the very exception, not a wrapper
+    # The engine itself rolls the configuration back for an Exception; a BaseException
+    # (what used to jam a flow) is brought back by the abort transition.
+    aborted = 0 if isinstance(error, Exception) else 1
+    assert machine.current_state_value == "idle" and context.discarded == aborted
+    context.error = None
+    engine_flow.send(machine, "demo", "go")  # usable: the next event works
+    assert machine.current_state_value == "busy" and context.discarded == aborted
+
+
+def test_an_illegal_event_does_not_fire_abort(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mnemon_sm.engine import flow as engine_flow
+    from mnemon_sm.engine.spec import LoadedFlow
+    from mnemon_sm.errors import IllegalEvent
+
+    spec = parse_spec(ABORTING, name="demo")
+    loaded = LoadedFlow(spec, build_machine_class(spec), AbortingContext)
+    monkeypatch.setattr(engine_flow, "load_flow", lambda name: loaded)
+    context = AbortingContext(None)
+    machine = loaded.machine_class(model=context)
+    engine_flow.send(machine, "demo", "go")
+    with pytest.raises(IllegalEvent):
+        engine_flow.send(machine, "demo", "go")
+    assert machine.current_state_value == "busy" and context.discarded == 0
+
+
 def test_structural_checks_are_on() -> None:
     unreachable = spec_text(
         **{
+            "resting: [idle, busy, done]": "resting: [idle, busy, done, lost]",
             "  done: {description: Finished.}\n": (
                 "  done: {description: Finished.}\n  lost: {description: Unreachable.}\n"
             ),

@@ -17,17 +17,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..config import Config
-from ..errors import StorageError
+from ..errors import InvalidInput, ReadOnly, StorageError
 from ..longterm.api import LongTermMemory
 from ..ports import Clock, Files, Locks
-from ..workers.port import Workers
+from ..workers.runner import Delegate, host_only
 from . import rules, store
-from .flow import DocumentFlow
+from .flow import DocumentFlow, draft_on
 from .model import DOCUMENTS_DIR, DocumentRecord
 from .search_flow import DocumentSearchFlow
 from .values import DocumentResult, SearchHit
 
 __all__ = ["Documents"]
+
+PREVIEW_ID = "00000000-0000-4000-8000-000000000000"  # stands for the id a create would get
 
 
 class Documents:
@@ -40,14 +42,17 @@ class Documents:
         clock: Clock,
         config: Config,
         root_path: str,
-        workers: Callable[[], Workers],
         long_term: Callable[[], LongTermMemory],
+        delegate: Delegate,
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
+        """``delegate`` is the root's (it marks its worker runs, see ``host_only``)."""
+        self._delegate = delegate
         self._files, self._locks, self._clock, self._config = files, locks, clock, config
+        self._root_path = root_path.rstrip("/")
         self._mutex = threading.RLock()
         self._flow = DocumentFlow(
-            files, locks, clock, config, root_path, workers, long_term, new_id, self._mutex
+            files, locks, clock, config, root_path, long_term, new_id, self._mutex
         )
         self._op_mutex = threading.RLock()  # one mutation at a time per root in a process
         self._search = DocumentSearchFlow(files, locks, clock, config, self._mutex)
@@ -61,6 +66,7 @@ class Documents:
 
     # -- mutations -------------------------------------------------------------------------
 
+    @host_only
     def create(
         self,
         title: str,
@@ -90,6 +96,7 @@ class Documents:
             archive_if_full=archive_if_full,
         )
 
+    @host_only
     def update(
         self,
         doc_id: str,
@@ -115,6 +122,7 @@ class Documents:
             archive_if_full=archive_if_full,
         )
 
+    @host_only
     def archive(self, doc_id: str) -> DocumentResult:
         """Archive an active document by hand (cold reference first, then the move)."""
         return self._run("archive", id=doc_id)
@@ -128,25 +136,63 @@ class Documents:
 
     # -- reads -----------------------------------------------------------------------------
 
+    @host_only
     def get(self, doc_id: str) -> tuple[DocumentRecord, str | None]:
         """A document's record and body (None when its file is missing)."""
         record = rules.find(store.read_index(self._files), doc_id)
         return record, store.read_body(self._files, record)
 
+    @host_only
     def records(self) -> tuple[DocumentRecord, ...]:
         """Every document's record, active and archived."""
         return store.read_index(self._files)
 
+    @host_only
     def search(
-        self, query: str, *, limit: int | None = None, include_archived: bool = False
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        include_archived: bool = False,
+        record_access: bool = True,
     ) -> list[SearchHit]:
         """Deterministic search (``document_search`` flow); records the access time of every
-        document returned. A document whose file is missing is skipped, never an error."""
+        document returned (unless ``record_access`` is false). A document whose file is
+        missing is skipped, never an error."""
         hits: list[SearchHit] = self._search.perform(
             "search",
-            request={"query": query, "limit": limit, "include_archived": include_archived},
+            request={
+                "query": query,
+                "limit": limit,
+                "include_archived": include_archived,
+                "record_access": record_access,
+            },
         )
         return hits
+
+    @host_only
+    def preview(self, operation: str, **request: Any) -> DocumentRecord:
+        """The record a ``create`` or ``update`` (same keyword arguments, ``id`` for an update)
+        would commit now, checked as the commit checks it; nothing is written and nothing is
+        archived to make room.
+
+        Raises:
+            the typed error the operation would raise: ``InvalidInput``, ``ReadOnly``,
+            ``DocumentNotFound``, ``DocumentArchived``, ``DocumentCapacityExceeded``, ...
+        """
+        if not self._config.write_enabled:
+            raise ReadOnly("this storage root is configured read-only (writeEnabled = false)")
+        if operation not in ("create", "update"):
+            raise InvalidInput("a preview is of a create or an update")
+        records = store.read_index(self._files)
+        doc_id = PREVIEW_ID if operation == "create" else str(request.get("id") or "").strip()
+        draft = draft_on(
+            self._files, records, operation, request, doc_id, self._clock, self._root_path
+        )
+        plan = rules.plan(records, draft, self._config.documents_active_limit)
+        if not plan.fits:
+            raise rules.capacity_exceeded(plan, "archiving is off for this request")
+        return draft.record
 
     def close(self) -> None:
         self._flow.close()

@@ -29,7 +29,6 @@ from ..config import Config
 from ..engine.context import FlowContext
 from ..engine.flow import Machine
 from ..errors import (
-    DocumentCapacityExceeded,
     DocumentConflict,
     InvalidInput,
     MaintenanceRejected,
@@ -41,7 +40,6 @@ from ..maintenance.checks import parse_result
 from ..maintenance.flow import ARCHIVE_GRANTS
 from ..ports import Clock, Files, Locks
 from ..text import collapse_whitespace, iso_ms
-from ..workers.port import Workers
 from ..workers.tools import ScopedTools
 from . import rules, store
 from .model import SUMMARY_MAX, DocumentRecord, body_of, render
@@ -63,7 +61,6 @@ class DocumentFlow(FlowContext):
         clock: Clock,
         config: Config,
         root_path: str,
-        workers: Callable[[], Workers],
         long_term: Callable[[], LongTermMemory],
         new_id: Callable[[], str],
         mutex: threading.RLock,
@@ -71,7 +68,7 @@ class DocumentFlow(FlowContext):
         """``mutex`` serializes the index's read-modify-write steps in this process (the
         index lock does so across processes); it is never held while a worker runs."""
         self.files, self.locks, self.clock, self.config = files, locks, clock, config
-        self.root_path, self.workers, self.long_term = root_path.rstrip("/"), workers, long_term
+        self.root_path, self.long_term = root_path.rstrip("/"), long_term
         self.new_id, self.mutex = new_id, mutex
         self._op = ""
         self._request: dict[str, Any] = {}
@@ -122,14 +119,7 @@ class DocumentFlow(FlowContext):
         left = [c for c in plan.candidates if c.id not in self._archived]
         if not left or self._request.get("archive_if_full") is False:
             why = "archiving is off for this request" if left else "nothing is left to archive"
-            error = DocumentCapacityExceeded(
-                f"Would exceed active document capacity: {plan.projected} bytes (limit "
-                f"{plan.limit}), and {why}.",
-                projected=plan.projected,
-                limit=plan.limit,
-                candidates=tuple(c.id for c in plan.candidates),
-            )
-            return self.refuse(machine, "plan_refused", error)
+            return self.refuse(machine, "plan_refused", rules.capacity_exceeded(plan, why))
         self._choose(machine, left[0])
 
     def run_worker(self, machine: Machine) -> None:
@@ -154,7 +144,7 @@ class DocumentFlow(FlowContext):
         }
         try:
             self._raw, tools = self.long_term().run_staged(
-                self.workers(), "document_archive", data, ARCHIVE_GRANTS
+                "document_archive", data, ARCHIVE_GRANTS
             )
         except MnemonError as exc:
             return self.refuse(machine, "worker_failed", exc)
@@ -258,13 +248,9 @@ class DocumentFlow(FlowContext):
         machine.raise_("plan_overflow")
 
     def _draft_on(self, records: tuple[DocumentRecord, ...]) -> rules.Draft:
-        now = iso_ms(self.clock.now_ms())
-        workspace = str(self._request.get("workspace") or self.root_path)
-        if self._op == "create":
-            return rules.draft_create(self._request, self._doc_id, now, workspace)
-        current = rules.find(records, self._doc_id)
-        body = store.read_body(self.files, current)
-        return rules.draft_update(records, self._request, body, now, workspace)
+        return draft_on(
+            self.files, records, self._op, self._request, self._doc_id, self.clock, self.root_path
+        )
 
     def _locked(self) -> store.IndexLock:
         return store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms)
@@ -284,6 +270,26 @@ class DocumentFlow(FlowContext):
         self._op, self._request, self._doc_id, self._draft = "", {}, "", None
         self._victim, self._victim_body, self._tools, self._raw = None, "", None, None
         self._summary, self._spaces, self._archived, self._run_id = "", [], [], ""
+
+
+def draft_on(
+    files: Files,
+    records: tuple[DocumentRecord, ...],
+    op: str,
+    request: Mapping[str, Any],
+    doc_id: str,
+    clock: Clock,
+    root_path: str,
+) -> rules.Draft:
+    """The draft of a create or update of ``doc_id`` against ``records`` (raises the request's
+    typed error)."""
+    now = iso_ms(clock.now_ms())
+    workspace = str(request.get("workspace") or root_path)
+    if op == "create":
+        return rules.draft_create(request, doc_id, now, workspace)
+    current = rules.find(records, doc_id)
+    body = store.read_body(files, current)
+    return rules.draft_update(records, request, body, now, workspace)
 
 
 def _checked(result: DocumentArchiveResult) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import DocumentArchived, DocumentNotFound, InvalidInput
+from ..errors import DocumentArchived, DocumentCapacityExceeded, DocumentNotFound, InvalidInput
 from .model import (
     DESCRIPTION_MAX,
     SESSION_IDS_MAX,
@@ -157,6 +157,17 @@ def lru(
     """Active documents other than ``exclude``, least recently used first (stable)."""
     active = [r for r in records if r.status == "active" and r.id != exclude]
     return tuple(sorted(active, key=lambda r: (r.last_accessed_at, r.updated_at)))
+
+
+def capacity_exceeded(plan: Plan, why: str) -> DocumentCapacityExceeded:
+    """The error of a ``plan`` that does not fit and cannot make room (``why``)."""
+    return DocumentCapacityExceeded(
+        f"Would exceed active document capacity: {plan.projected} bytes (limit {plan.limit}), "
+        f"and {why}.",
+        projected=plan.projected,
+        limit=plan.limit,
+        candidates=tuple(c.id for c in plan.candidates),
+    )
 
 
 def plan(records: Sequence[DocumentRecord], draft: Draft, limit: int) -> Plan:

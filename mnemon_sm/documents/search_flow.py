@@ -4,7 +4,8 @@ The request is checked first (a string query, a limit in 1..50); then, under the
 the index and every candidate's file are read, scored by
 :func:`~mnemon_sm.documents.rules.score`, ordered by score and then by the latest update, cut
 to the limit, and the access time of every document returned is recorded (that is what
-"least recently used" means for archiving). A document whose file is missing or unreadable is
+"least recently used" means for archiving) unless the request says ``record_access: False``
+(a worker's search counts no access). A document whose file is missing or unreadable is
 skipped, never an error.
 """
 
@@ -46,6 +47,7 @@ class DocumentSearchFlow(FlowContext):
             mutex,
         )
         self._query, self._limit, self._archived = "", SEARCH_LIMIT_DEFAULT, False
+        self._record = True
         super().__init__()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
@@ -57,6 +59,7 @@ class DocumentSearchFlow(FlowContext):
             raise InvalidInput(f"limit must be an integer in 1..{SEARCH_LIMIT_MAX}")
         self._query, self._limit = query, wanted
         self._archived = bool(request.get("include_archived"))
+        self._record = request.get("record_access", True) is not False
 
     def run_search(self, machine: Machine) -> None:
         try:
@@ -87,13 +90,14 @@ class DocumentSearchFlow(FlowContext):
         touched = tuple(
             attrs.evolve(r, last_accessed_at=now) if r.id in seen else r for r in records
         )
-        if self.config.write_enabled:
+        if self.config.write_enabled and self._record:
             store.write_index(self.files, touched, self.config.durability)
         fresh = {r.id: r for r in touched}
         return [SearchHit(fresh[r.id], b, p, rules.excerpt(b)) for p, r, b in top]
 
     def reset(self) -> None:
         self._query, self._limit, self._archived = "", SEARCH_LIMIT_DEFAULT, False
+        self._record = True
 
 
 def _desc(stamp: str) -> tuple[int, ...]:

@@ -54,5 +54,10 @@ class FlowContext:
         self._error = error
         machine.raise_(event)
 
+    def discard_run(self) -> None:
+        """Action of the spec's ``abort`` transition: drop the interrupted run's data (its
+        staged writes with it)."""
+        self.reset()
+
     def reset(self) -> None:
         """Drop the data of the operation that just ended (subclasses extend)."""

@@ -6,6 +6,14 @@ instance costs about as much as two events). :func:`send` is the only place even
 machine, and the only place the engine's ``TransitionNotAllowed`` is translated into
 ``IllegalEvent``.
 
+Any exception that escapes a step, ``BaseException`` included (a worker's
+``KeyboardInterrupt``, a cancellation, a simulated crash), may leave the machine in the middle
+of a run. :func:`send` then puts it back at rest before the exception goes on, unchanged: it
+drops the events the interrupted step had queued and, when the current state declares the
+spec's ``abort`` transition (every state that is not resting must; a resting one may, to undo
+work in flight there), fires it; its action drops the run's data. So one bad step never jams
+a flow: the next operation works.
+
 Observers (for example the test suite's transition recorder) are registered process-wide with
 :func:`add_observer` and attached to every machine created afterwards; production code
 registers none, so they cost nothing.
@@ -13,6 +21,7 @@ registers none, so they cost nothing.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +29,7 @@ from statemachine import StateChart
 from statemachine.exceptions import TransitionNotAllowed
 
 from ..errors import IllegalEvent
-from .spec import load_flow
+from .spec import ABORT, FlowSpec, load_flow
 
 __all__ = ["Machine", "add_observer", "remove_observer", "send", "start", "state_of"]
 
@@ -52,13 +61,30 @@ def start(flow: str, context: object, **initial_kwargs: Any) -> Machine:
 
 def send(machine: Machine, flow: str, event: str, **kwargs: Any) -> None:
     """Send ``event``; an event the current state does not allow raises ``IllegalEvent``, as
-    does an internal event (one the spec says a callback raises) or an unknown one."""
-    if event not in load_flow(flow).spec.external_events:
+    does an internal event (one the spec says a callback raises) or an unknown one. Whatever
+    escapes the step leaves the machine at rest (see the module)."""
+    spec = load_flow(flow).spec
+    if event not in spec.external_events:
         raise IllegalEvent(flow=flow, state=state_of(machine), event=event)
     try:
         getattr(machine, event)(**kwargs)  # the bound event: a little cheaper than send()
-    except TransitionNotAllowed:
+    except TransitionNotAllowed:  # the state did not move
         raise IllegalEvent(flow=flow, state=state_of(machine), event=event) from None
+    except BaseException:
+        _recover(machine, spec)
+        raise
+
+
+def _recover(machine: Machine, spec: FlowSpec) -> None:
+    """Put a machine whose step was interrupted back at rest (the caller re-raises)."""
+    # The engine drops its queues only for an ``Exception``; a ``BaseException`` leaves the
+    # events the interrupted step raised, which would run before the next caller's event.
+    machine._engine.clear()
+    state = state_of(machine)
+    if not any(t.source == state and t.event == ABORT for t in spec.transitions):
+        return  # at rest, nothing to undo
+    with contextlib.suppress(Exception):  # never hide the original exception
+        getattr(machine, ABORT)()
 
 
 def state_of(machine: Machine) -> str:

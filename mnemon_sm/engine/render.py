@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from .spec import FlowSpec, LoadedFlow, TransitionDoc
+from .spec import ENGINE, FlowSpec, LoadedFlow, TransitionDoc
 
 __all__ = ["render_dot", "render_markdown", "render_svg"]
 
@@ -63,7 +63,10 @@ def render_markdown(flow: LoadedFlow) -> str:
         f"Callbacks live on `{spec.context}`. Engine: python-statemachine `StateChart` "
         f"subclass `{flow.machine_class.__name__}` with every structural check on; an event "
         "with no enabled transition raises `IllegalEvent` and an exception from a callback "
-        "propagates with the state unchanged.",
+        "propagates. Between caller events the machine rests in "
+        + ", ".join(f"`{r}`" for r in spec.resting)
+        + "; an exception (BaseException included) escaping a step elsewhere fires `abort`, "
+        "which brings it back to rest before the exception goes on.",
         "",
         *_mermaid(spec),
         "",
@@ -74,7 +77,8 @@ def render_markdown(flow: LoadedFlow) -> str:
     ]
     for sid, doc in spec.states.items():
         sdef = spec.state_defs[sid]
-        kind = "initial" if sdef.get("initial") else "final" if sdef.get("final") else ""
+        kinds = [k for k in ("initial", "final") if sdef.get(k)]
+        kind = ", ".join([*kinds, *(["resting"] if sid in spec.resting else [])])
         out.append(
             f"| `{sid}` | {kind} | {doc.description} | {_cell(sdef.get('enter', []))} "
             f"| {_cell(doc.ports)} |"
@@ -98,7 +102,13 @@ def render_markdown(flow: LoadedFlow) -> str:
         )
     out += ["", "## Events", "", "| Event | Description | Raised by |", "| --- | --- | --- |"]
     for event, event_doc in spec.events.items():
-        origin = f"`{event_doc.raised_by}` (internal)" if event_doc.raised_by else "caller"
+        origin = (
+            "the engine, when an exception escapes a step (internal)"
+            if event_doc.raised_by == ENGINE
+            else f"`{event_doc.raised_by}` (internal)"
+            if event_doc.raised_by
+            else "caller"
+        )
         out.append(f"| `{event}` | {event_doc.description} | {origin} |")
     out += ["", "## Invariants", "", "| ID | Statement |", "| --- | --- |"]
     out += [f"| {i} | {d} |" for i, d in spec.invariants.items()]

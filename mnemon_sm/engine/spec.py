@@ -8,8 +8,9 @@ declarative vocabulary::
     flow: <name>                 # equals the file name
     summary: <paragraph>
     context: <module>:<Class>    # where the callbacks named below live
+    resting: [<id>, ...]         # where the machine may be between two caller events
     states:  {<id>: {description: <line>, ports: [<port>.<method>, ...]}}
-    events:  {<id>: <line>}
+    events:  {<id>: <line> | {description: <line>, raised_by: <callback> | engine}}
     invariants: {INV-<FLOW>-<n>: <statement>}
     statechart:
       states: {<id>: {initial|final, enter, exit, "on": {<event>: [<transition>]},
@@ -21,7 +22,13 @@ loader is strict: a YAML 1.1 trap key like ``on`` stays a string, duplicate keys
 keys are errors, and so is any unknown field. The class is built with
 ``create_machine_class_from_definition`` with every structural check on and the strict engine
 flags: an event with no enabled transition raises (``IllegalEvent`` at our boundary) and an
-exception raised by a callback propagates with the state unchanged.
+exception raised by a callback propagates.
+
+Every state that is neither resting nor initial must declare an ``abort`` transition to a
+resting state, and ``abort`` must be an event ``raised_by: engine``: :mod:`.flow` fires it
+when an exception (``BaseException`` included) escapes a step there, so no flow is ever left
+in the middle of a run. (An exception inside an initial state's entry actions fails the
+machine's construction, so nothing remains to recover.)
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ from ..convert import StructureFailed, converter, structure
 from ..errors import SpecError
 
 __all__ = [
+    "ABORT",
+    "ENGINE",
     "ENGINE_FLAGS",
     "EventDoc",
     "FlowSpec",
@@ -64,6 +73,9 @@ ENGINE_FLAGS: dict[str, bool] = {
     "validate_trap_states": True,
     "validate_final_reachability": True,
 }
+
+ABORT = "abort"  # the event that brings an interrupted machine back to rest
+ENGINE = "engine"  # ``raised_by`` of events the engine itself raises
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _INVARIANT = re.compile(r"^INV-[A-Z]+-[0-9]+$")
@@ -102,6 +114,7 @@ class _SpecDoc:
     flow: str
     summary: str
     context: str
+    resting: list[str]
     states: dict[str, StateDoc]
     events: dict[str, str | EventDoc]
     invariants: dict[str, str]
@@ -137,6 +150,7 @@ class FlowSpec:
     flow: str
     summary: str
     context: str
+    resting: tuple[str, ...]
     states: dict[str, StateDoc]
     events: dict[str, EventDoc]
     invariants: dict[str, str]
@@ -156,7 +170,7 @@ class FlowSpec:
         """Every callback name with the roles it plays: guard, validator or action."""
         roles: dict[str, set[str]] = {}
         for doc in self.events.values():
-            if doc.raised_by is not None:
+            if doc.raised_by not in (None, ENGINE):
                 roles.setdefault(doc.raised_by, set()).add("action")
         for sdef in self.state_defs.values():
             for name in [*sdef.get("enter", []), *sdef.get("exit", [])]:
@@ -247,6 +261,7 @@ def parse_spec(text: str, *, name: str) -> FlowSpec:
         doc.flow,
         doc.summary,
         doc.context,
+        tuple(doc.resting),
         doc.states,
         events,
         doc.invariants,
@@ -369,6 +384,30 @@ def _check_docs(
     for inv in doc.invariants:
         if not _INVARIANT.match(inv):
             problems.append(f"invariant id {inv!r} is not INV-<FLOW>-<n>")
+    _check_resting(doc, defs, transitions, problems)
+
+
+def _check_resting(
+    doc: _SpecDoc,
+    defs: dict[str, dict[str, Any]],
+    transitions: tuple[TransitionDoc, ...],
+    problems: list[str],
+) -> None:
+    """Resting states exist; every other non-initial state can abort to one of them."""
+    unknown = [r for r in doc.resting if r not in defs]
+    if unknown or not doc.resting:
+        problems.append(f"resting must name states of the statechart, got {doc.resting}")
+    for sid, sdef in defs.items():
+        if sid in doc.resting or sdef.get("initial"):
+            continue
+        aborts = [t for t in transitions if t.source == sid and t.event == ABORT]
+        if not aborts or any(t.target not in doc.resting for t in aborts):
+            problems.append(f"state {sid} is not resting: it needs an {ABORT} transition to rest")
+    if any(t.event == ABORT for t in transitions):
+        event = doc.events.get(ABORT)
+        raised_by = event.raised_by if isinstance(event, EventDoc) else None
+        if raised_by != ENGINE:
+            problems.append(f"event {ABORT} must be raised_by {ENGINE}")
 
 
 def _import(path: str) -> type[Any]:

@@ -2,15 +2,15 @@
 
 The runtime-memory text explains how to use the two files and the write protocol, then quotes
 both files with their ``used/limit UTF-8 bytes`` headers. Entries are untrusted data: they are
-quoted inside ``<runtime-memory-file>`` blocks that an entry cannot close, and every ``{{`` is
-broken up so a host that interpolates ``{{name}}`` templates never sees one. No storage path
+quoted inside ``<runtime-memory-file>`` blocks that an entry can neither close nor open
+(:func:`~mnemon_sm.text.quote_data`), and every ``{{`` is broken up so a host that
+interpolates ``{{name}}`` templates never sees one. No storage path
 appears in the text.
 """
 
 from __future__ import annotations
 
-import re
-
+from ..text import quote_data
 from .model import HotStore
 
 __all__ = ["ROUTING_GUIDANCE", "render_runtime_memory"]
@@ -59,17 +59,9 @@ _CLOSING = (
     "first; write to hot memory only when the rules above are met."
 )
 
-_CLOSE_TAG = re.compile(r"</(runtime-memory-file)", re.IGNORECASE)
-_BRACES = re.compile(r"\{(?=\{)")
-
-
-def _quote(text: str) -> str:
-    """Make entry text safe to embed: no closing wrapper tag, no ``{{``."""
-    return _BRACES.sub("{ ", _CLOSE_TAG.sub(r"<\\/\1", text))
-
 
 def _file_block(name: str, label: str, text: str, used: int, limit: int) -> str:
-    body = _quote(text) if text else "(empty)"  # entries are normalized: nothing to trim
+    body = quote_data(text) if text else "(empty)"  # entries are normalized: nothing to trim
     return (
         f"Contents of {name} ({label}; {used}/{limit} UTF-8 bytes)\n"
         f'<runtime-memory-file name="{name}">\n{body}\n</runtime-memory-file>\n'

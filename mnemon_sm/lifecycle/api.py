@@ -5,6 +5,14 @@ A host calls the hook methods as things happen (``session_start``, ``pre_step`` 
 ``tick(now)`` whenever time may have passed (or lets :class:`AsyncDriver` do it on an asyncio
 loop). After every event that changed something, the agent's state is persisted, so a
 restarted host resumes with the same score and a review still due.
+
+Threading model: every hook takes the agent's mutex for a few hundred microseconds and never
+waits for a worker. The review runs on a thread of its own (an ``async def`` worker as a task
+on the loop that called ``tick``, or on the async facade's loop); the host's next turn aborts
+it. When the worker returns, its thread checks the receipt against the staged writes and
+hands the outcome to the machine under the mutex, which applies the writes (the only moment
+a hook may wait, for as long as one hot-memory commit and one document commit take).
+:meth:`AgentLifecycle.join` waits for a review in flight (tests, scripts, shutdown).
 """
 
 from __future__ import annotations
@@ -12,19 +20,31 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..convert import StructureFailed, structure
 from ..errors import MnemonError, WorkerFailed
 from ..ports import Clock, Files
-from ..workers.port import Workers, invoke
+from ..redact import redact
 from ..workers.requests import build_request
+from ..workers.runner import Delegate, WorkerRun, host_only, running_loop
 from ..workers.tools import ScopedTools
 from . import state as persisted
-from .flow import LifecycleFlow, ReviewOutcome
-from .review import READS, REVIEW_TOOLS, ReviewResult, ReviewTools
+from .flow import Applied, LifecycleFlow, ReviewOutcome
+from .review import (
+    READS,
+    REVIEW_TOOLS,
+    ReviewResult,
+    ReviewTools,
+    check_receipt,
+)
 from .scoring import Score, TurnActivity
+
+if TYPE_CHECKING:
+    from ..documents.api import Documents
+    from ..longterm.api import LongTermMemory
+    from ..root import HotMemory
 
 __all__ = ["AgentLifecycle", "AsyncDriver"]
 
@@ -38,51 +58,75 @@ class AgentLifecycle:
         files: Files,
         clock: Clock,
         config: Config,
-        workers: Callable[[], Workers],
-        hot: Any,
-        documents: Any,
-        long_term: Callable[[], Any],
+        delegate: Delegate,
+        hot: HotMemory,
+        documents: Documents,
+        long_term: Callable[[], LongTermMemory],
     ) -> None:
         self.agent_id = persisted.check_agent_id(agent_id)
         self._files, self._clock, self._config = files, clock, config
-        self._workers, self._hot, self._documents = workers, hot, documents
+        self._delegate, self._hot, self._documents = delegate, hot, documents
         self._long_term = long_term
         self._mutex = threading.RLock()
+        self._settled = threading.Condition(self._mutex)
+        self._listeners: list[Callable[[], None]] = []
         restored, self._size = persisted.load(files, self.agent_id)
-        self._flow = LifecycleFlow(self.agent_id, config, clock, self._review, restored)
+        self._flow = LifecycleFlow(
+            self.agent_id, config, clock, self._start_review, self._apply, restored
+        )
         self._persist()
 
     # -- host events -----------------------------------------------------------------------
 
+    @host_only
     def session_start(self, source: str = "startup") -> None:
         self._send("session_start", source=source)
 
+    @host_only
     def pre_step(self, turn: int, step: int, messages: Sequence[Mapping[str, Any]]) -> list[Any]:
-        """The messages to enter: the host's, untouched, plus at most one cue."""
+        """The messages to enter: the host's, untouched, plus at most one cue. A review in
+        flight is aborted (this never waits for it)."""
         with self._mutex:
             self._send("pre_step", turn=turn, step=step, messages=messages)
             return self._flow.output
 
+    @host_only
     def turn_stopping(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> None:
         """``tool_events``: the turn's session events, ``{"type": "tool/call" |
         "tool/result", "name": ..., "turn": ...}``."""
         self._send("turn_stopping", turn=turn, tool_events=tool_events)
 
+    @host_only
     def turn_ended(self, turn: int) -> None:
         self._send("turn_ended", turn=turn)
 
+    @host_only
     def agent_idle(self) -> None:
         self._send("agent_idle")
 
+    @host_only
     def agent_busy(self) -> None:
         self._send("agent_busy")
 
+    @host_only
     def tick(self, now_ms: int | None = None) -> None:
-        """Fire the review deadline if it is due at ``now_ms`` (default: the clock)."""
+        """Start the review if its deadline is due at ``now_ms`` (default: the clock), or time
+        out a review past its ``workerTimeoutMs``. Never waits for the review."""
         self._send("tick", now=self._clock.now_ms() if now_ms is None else now_ms)
 
+    @host_only
     def dispose(self) -> None:
         self._send("dispose")
+
+    def join(self, timeout_s: float | None = None) -> bool:
+        """Wait until no review is in flight (at most ``timeout_s``); True when none is."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self._flow.review is None, timeout_s)
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every event, from the thread that sent it (a review's
+        end arrives on the review's thread)."""
+        self._listeners.append(listener)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -95,13 +139,18 @@ class AgentLifecycle:
         return self._flow.deadline_ms
 
     @property
+    def next_tick_ms(self) -> int | None:
+        """When a ``tick`` can next change something (a deadline or a review's timeout)."""
+        return self._flow.next_tick_ms
+
+    @property
     def score(self) -> Score:
         return self._flow.score
 
     def status(self) -> dict[str, Any]:
         with self._mutex:
             f = self._flow
-            last = f.last_review
+            last, review = f.last_review, f.review
             return {
                 "agentId": self.agent_id,
                 "state": f.state,
@@ -115,6 +164,9 @@ class AgentLifecycle:
                     "reviews": f.counters.reviews,
                     "failures": f.counters.failures,
                 },
+                "review": None
+                if review is None
+                else {"runId": review.id, "timeoutAtMs": review.deadline_ms},
                 "lastReview": None
                 if last is None
                 else {
@@ -137,42 +189,107 @@ class AgentLifecycle:
                 if self._flow.state != before:  # a move with no action still matters
                     self._flow.dirty = True
                 self._persist()
+                self._settled.notify_all()
+        for listener in self._listeners:
+            listener()
 
     def _persist(self) -> None:
-        if self._flow.dirty and self._flow.state != "reviewing":
+        if self._flow.dirty:
             self._size = persisted.save(self._files, self._flow.snapshot(), self._size)
             self._flow.dirty = False
 
-    def _review(self, activity: Sequence[TurnActivity], score: Score) -> ReviewOutcome:
+    def _start_review(
+        self, run_id: str, activity: Sequence[TurnActivity], score: Score
+    ) -> WorkerRun:
+        """Start the review worker on its own thread (called by the flow under the mutex)."""
         data = {
             "agentId": self.agent_id,
             "score": score.to_json(),
             "turns": [{"turn": a.turn, "userTexts": list(a.user_texts)} for a in activity],
         }
-        tools = ReviewTools(self._reads, self._hot, self._documents)
+        reads = ScopedTools(self._long_term().service, READS, readonly=True)
+        tools = ReviewTools(reads, self._hot, self._documents)
         request = build_request("review", data, REVIEW_TOOLS)
-        try:
-            raw = invoke(self._workers(), request, tools)
-            result = structure(raw, ReviewResult)
-        except StructureFailed as exc:
-            return ReviewOutcome(False, "failed", "invalid receipt: " + "; ".join(exc.problems))
-        except WorkerFailed as exc:
-            return ReviewOutcome(False, "failed", exc.message)
-        return ReviewOutcome(
-            result.action != "failed", result.action, result.summary, tuple(result.document_ids)
-        )
 
-    def _reads(self) -> ScopedTools:
-        return ScopedTools(self._long_term().service, READS, readonly=True)
+        def finished(run: WorkerRun) -> None:
+            outcome = _outcome(run, tools)
+            with self._mutex:
+                if self._flow.state == "disposed":
+                    return
+                self._send("review_finished", run_id=run_id, outcome=outcome)
+
+        return self._delegate.start(request, tools, finished, loop=running_loop())
+
+    def _apply(self, outcome: ReviewOutcome) -> Applied:
+        """Apply an agreeing review's staged writes through the normal paths: hot memory
+        first, then the document. Raises the first refusal when nothing was applied."""
+        hot, document = outcome.hot, outcome.document
+        applied_hot = False
+        if hot is not None:
+            if hot.action == "add":
+                self._hot.add(hot.target, hot.content or "", hot.importance, maintenance=False)
+            elif hot.action == "replace":
+                self._hot.replace(
+                    hot.target, hot.old_text or "", hot.content or "", hot.importance
+                )
+            else:
+                self._hot.remove(hot.target, hot.old_text or "")
+            applied_hot = True
+        if document is None:
+            return Applied(())
+        try:
+            if document.action == "create":
+                result = self._documents.create(
+                    document.title or "",
+                    document.content or "",
+                    description=document.description,
+                    archive_if_full=False,
+                )
+            else:
+                result = self._documents.update(
+                    document.id,
+                    content=document.content,
+                    title=document.title,
+                    archive_if_full=False,
+                )
+        except MnemonError as exc:
+            if not applied_hot:
+                raise
+            return Applied((), f"the document change: {exc.message}")
+        return Applied((result.document.id,))
+
+
+def _outcome(run: WorkerRun, tools: ReviewTools) -> ReviewOutcome:
+    """Check a finished review on its own thread: the worker's failure, its receipt's shape,
+    and whether the receipt agrees with what it staged."""
+    try:
+        raw = run.outcome()
+    except WorkerFailed as exc:
+        return ReviewOutcome(False, "failed", exc.message)
+    except BaseException as exc:  # on the worker's thread: the host is not there to take it
+        return ReviewOutcome(False, "failed", f"review worker raised {type(exc).__name__}")
+    try:
+        result = structure(raw, ReviewResult)
+    except StructureFailed as exc:
+        return ReviewOutcome(
+            False, "failed", "invalid receipt: " + redact("; ".join(exc.problems))
+        )
+    hot, document = tools.hot_change, tools.document_change
+    problem = check_receipt(result, hot, document)
+    if problem is not None:
+        return ReviewOutcome(False, "failed", redact(f"receipt refused: {problem}"))
+    summary = redact(result.summary)
+    return ReviewOutcome(True, result.action, summary, hot, document)
 
 
 class AsyncDriver:
-    """Fires an agent's review deadline on an asyncio loop.
+    """Fires an agent's review deadline, and its review's timeout, on an asyncio loop.
 
     ``sleep`` is injectable (tests pass a fake that advances a fake clock): the driver never
-    reads wall time itself. Call :meth:`notify` after sending events, so a new deadline is
-    picked up; :meth:`run` loops until :meth:`stop`. The review runs inside ``tick`` on the
-    loop's thread; a host whose worker blocks for long should give the agent its own loop.
+    reads wall time itself. It wakes whenever the agent's state changes (it listens to the
+    agent), so :meth:`notify` is needed only for changes it cannot see. ``tick`` runs on the
+    loop's thread and returns at once: the review runs on a thread of its own, and an
+    ``async def`` worker as a task on this loop. :meth:`run` loops until :meth:`stop`.
     """
 
     def __init__(
@@ -184,6 +301,8 @@ class AsyncDriver:
         self._lifecycle, self._clock, self._sleep = lifecycle, clock, sleep
         self._changed = asyncio.Event()
         self._stopped = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        lifecycle.add_listener(self._wake)
 
     def notify(self) -> None:
         self._changed.set()
@@ -192,18 +311,39 @@ class AsyncDriver:
         self._stopped = True
         self._changed.set()
 
+    def _wake(self) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if running_loop() is loop:
+            self._changed.set()
+        else:
+            loop.call_soon_threadsafe(self._changed.set)
+
     async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
         while not self._stopped:
-            deadline = self._lifecycle.deadline_ms
-            if deadline is None or self._lifecycle.state not in ("armed",):
-                self._changed.clear()
+            self._changed.clear()
+            due = self._lifecycle.next_tick_ms
+            if due is None:
                 await self._changed.wait()
                 continue
-            delay = deadline - self._clock.now_ms()
-            if delay > 0:
-                await self._sleep(delay / 1000)
+            delay = due - self._clock.now_ms()
+            if delay > 0 and not await self._sleep_unless_changed(delay / 1000):
+                continue
             try:
                 self._lifecycle.tick()
             except MnemonError:
                 self._stopped = True
                 raise
+
+    async def _sleep_unless_changed(self, seconds: float) -> bool:
+        """Sleep ``seconds``; False when the agent changed first (look again)."""
+        sleeper = asyncio.ensure_future(self._sleep(seconds))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            done, _ = await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, changed):
+                task.cancel()
+        return sleeper in done

@@ -7,19 +7,25 @@ agent's data and implements them. Deadlines are data (``deadline_ms``) and ``tic
 them, so the flow never sleeps and tests drive time by hand. Every callback that changes data
 sets :attr:`LifecycleFlow.dirty`; the facade persists the state after such an event.
 
-The review runs synchronously inside the ``tick`` that fires it (state ``reviewing`` is left
-before the event returns), through ``run_review``, which the facade supplies: it delegates to
-the review worker with the scoped tool facade and reports ``completed`` (any valid receipt but
-``failed``) or ``failed`` (a failed receipt, a worker error). A new turn cannot start while the
-review runs in this driver; a host that runs reviews elsewhere cancels them by sending
-``pre_step`` first.
+Threading model: the ``tick`` that fires the deadline only *starts* the review
+(``start_review``, through the facade's starter, which runs the worker on a thread of its own
+or as a task on the host's event loop) and returns; the machine then rests in ``reviewing``
+and every host event is served at once. A new turn (``pre_step``), a busy agent, a session
+start, a stopping turn or dispose aborts the review (``abort_review``: its run is cancelled,
+its tool box closed, nothing it staged is written, the activity and the last review are left
+as they were); a ``tick`` past the run's timeout times it out (``time_out_review``, a
+failure). When the worker returns, the facade checks its receipt against its staged writes on
+the run's thread and sends ``review_finished`` with the outcome; only the current run's
+outcome is taken (``is_current_review``), then ``apply_review`` applies the staged writes
+through the applier the facade supplies and reports ``review_completed`` (any agreeing
+receipt but ``failed``) or ``review_failed``.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -27,24 +33,58 @@ from ..config import Config
 from ..engine.flow import Machine, send, start
 from ..errors import MnemonError
 from ..ports import Clock
+from ..redact import redact
 from ..text import iso_ms
 from . import cues
+from .review import StagedDocumentChange, StagedHotChange
 from .scoring import Score, TurnActivity, record_messages, record_tools, score
 from .state import ENDED_KEPT, FLOW, AgentState, LastReview, fresh
 
-__all__ = ["LifecycleFlow", "ReviewOutcome"]
+__all__ = ["ActiveReview", "Applied", "LifecycleFlow", "ReviewOutcome"]
 
 
 @attrs.frozen
 class ReviewOutcome:
-    completed: bool
+    """A finished review as the facade checked it: ``agreed`` when the receipt is valid and
+    agrees with the staged writes (``action`` and ``summary`` are then the receipt's; the
+    writes are still to be applied), else ``summary`` says why it failed."""
+
+    agreed: bool
     action: str
     summary: str
-    document_ids: tuple[str, ...] = ()
+    hot: StagedHotChange | None = None
+    document: StagedDocumentChange | None = None
 
 
-RunReview = Callable[[Sequence[TurnActivity], Score], ReviewOutcome]
+@attrs.frozen
+class Applied:
+    """What applying a review's staged writes did: the real ids of the documents written,
+    and why a later write was refused after an earlier one was applied (else None)."""
+
+    document_ids: tuple[str, ...]
+    refused: str | None = None
+
+
+class ReviewRun(Protocol):
+    """A started review run, as the flow needs it."""
+
+    def cancel(self, reason: str) -> None: ...
+
+
+@attrs.frozen
+class ActiveReview:
+    """The review in flight: its run, the score that triggered it and its timeout."""
+
+    id: str
+    run: ReviewRun
+    score: int
+    deadline_ms: int
+
+
+StartReview = Callable[[str, Sequence[TurnActivity], Score], ReviewRun]
+ApplyReview = Callable[[ReviewOutcome], Applied]
 _cue_ids = itertools.count(1)
+_review_ids = itertools.count(1)
 
 
 class LifecycleFlow:
@@ -55,11 +95,13 @@ class LifecycleFlow:
         agent_id: str,
         config: Config,
         clock: Clock,
-        run_review: RunReview,
+        starter: StartReview,
+        applier: ApplyReview,
         restored: AgentState | None = None,
     ) -> None:
         self.agent_id, self.config, self.clock = agent_id, config, clock
-        self.reviewer = run_review
+        self.starter, self.applier = starter, applier
+        self.review: ActiveReview | None = None
         r = restored or fresh(agent_id)
         self.state: str | None = r.state
         self.prime_pending, self.start_source, self.busy = r.prime_pending, r.start_source, r.busy
@@ -80,13 +122,24 @@ class LifecycleFlow:
     def score(self) -> Score:
         return score(self.activity.values())
 
+    @property
+    def next_tick_ms(self) -> int | None:
+        """When a ``tick`` can next change something: the armed deadline, or the running
+        review's timeout."""
+        if self.review is not None:
+            return self.review.deadline_ms
+        return self.deadline_ms if self.state == "armed" else None
+
     def snapshot(self) -> AgentState:
-        assert self.state in ("idle", "armed", "deferred", "disposed"), self.state
+        """The persisted state; a review in flight is persisted as armed and due, so a
+        restarted host runs it again."""
+        state = "armed" if self.state in ("reviewing", "applying") else self.state
+        assert state in ("idle", "armed", "deferred", "disposed"), state
         return AgentState(
             version=1,
             flow=FLOW,
             agent_id=self.agent_id,
-            state=self.state,  # type: ignore[arg-type]
+            state=state,  # type: ignore[arg-type]
             prime_pending=self.prime_pending,
             start_source=self.start_source,
             busy=self.busy,
@@ -174,27 +227,63 @@ class LifecycleFlow:
     def rearm_now(self) -> None:
         self.deadline_ms, self.dirty = self.clock.now_ms(), True
 
-    def run_review(self, machine: Machine) -> None:
+    def start_review(self, now: int) -> None:
         triggered = self.score
+        ident = f"rev-{now}-{next(_review_ids)}"
+        activity = [self.activity[t] for t in sorted(self.activity)]
+        run = self.starter(ident, activity, triggered)
+        timeout = self.config.worker_timeout("review")
+        self.review = ActiveReview(ident, run, triggered.total, now + timeout)
+
+    def abort_review(self) -> None:
+        """Cancel the review in flight: nothing it staged is written; activity and last review
+        stay as they were; no failure is counted."""
+        if self.review is not None:
+            self.review.run.cancel("the host aborted the review (a new turn or a busy agent)")
+            self.review = None
+        self.deadline_ms, self.armed_turn, self.dirty = None, None, True
+
+    def time_out_review(self, now: int) -> None:
+        review = self.review
+        assert review is not None
+        timeout = self.config.worker_timeout("review")
+        review.run.cancel(f"timed out after {timeout} ms")
+        self._finish(review, "failed", f"review worker timed out after {timeout} ms")
+
+    def apply_review(self, machine: Machine, outcome: ReviewOutcome) -> None:
+        review = self.review
+        assert review is not None
+        if not outcome.agreed:
+            self._finish(review, "failed", outcome.summary)
+            machine.raise_("review_failed")
+            return
         try:
-            outcome = self.reviewer([self.activity[t] for t in sorted(self.activity)], triggered)
+            applied = self.applier(outcome)
         except MnemonError as exc:
-            outcome = ReviewOutcome(False, "failed", exc.message)
+            why = f"a staged write was refused when applied: {redact(exc.message)}"
+            self._finish(review, "failed", why)
+            machine.raise_("review_failed")
+            return
+        summary = outcome.summary
+        if applied.refused is not None:
+            summary = redact(f"{summary} (then refused when applied: {applied.refused})")
+        self._finish(review, outcome.action, summary, applied.document_ids)
+        machine.raise_("review_completed")
+
+    def _finish(
+        self, review: ActiveReview, action: str, summary: str, document_ids: Sequence[str] = ()
+    ) -> None:
+        """Record the end of ``review``: completed (clears the activity) unless ``failed``."""
+        self.review = None
         self.deadline_ms, self.armed_turn, self.dirty = None, None, True
         self.last_review = LastReview(
-            iso_ms(self.clock.now_ms()),
-            outcome.action,
-            triggered.total,
-            outcome.summary,
-            list(outcome.document_ids),
+            iso_ms(self.clock.now_ms()), action, review.score, redact(summary), list(document_ids)
         )
-        if outcome.completed:
+        if action == "failed":
+            self._count(failures=1)
+        else:
             self.activity.clear()
             self._count(reviews=1)
-            machine.raise_("review_completed")
-        else:
-            self._count(failures=1)
-            machine.raise_("review_failed")
 
     # -- guards ----------------------------------------------------------------------------
 
@@ -214,6 +303,12 @@ class LifecycleFlow:
 
     def is_busy(self) -> bool:
         return self.busy
+
+    def is_current_review(self, run_id: str) -> bool:
+        return self.review is not None and self.review.id == run_id
+
+    def is_review_overdue(self, now: int) -> bool:
+        return self.review is not None and now >= self.review.deadline_ms
 
     def can_review(self) -> bool:
         turn = self.armed_turn if self.armed_turn is not None else max(self.activity, default=-1)

@@ -19,7 +19,7 @@ import attrs
 from ..config import Config
 from ..engine.flow import add_observer, remove_observer
 from ..errors import InvalidInput
-from ..ports.real import real_ports
+from ..ports.real import SystemClock, real_ports
 from ..text import iso_ms
 
 __all__ = ["replay"]
@@ -36,8 +36,8 @@ EVENTS = {
 }
 
 
-class ReplayClock:
-    """A clock set by the replay to each event's recorded time."""
+class ReplayClock(SystemClock):
+    """A clock set by the replay to each event's recorded time (waits are real)."""
 
     def __init__(self) -> None:
         self.ms = 0
@@ -117,6 +117,7 @@ def _apply(agent: Any, record: dict[str, Any], out: Callable[[str], object]) -> 
     elif event == "tick":
         before = agent.status()["lastReview"]
         agent.tick(record.get("now"))
+        agent.join()  # a replay is an audit: the review ends before the next event
         after = agent.status()["lastReview"]
         if after != before:
             out(f"    review receipt: {json.dumps(after, ensure_ascii=False)}")

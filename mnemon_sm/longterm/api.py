@@ -2,8 +2,11 @@
 
 Reads and writes that involve a model go through their flows (recall, agent search, writes);
 deterministic operations (direct search, space management, related, status) call the service.
-Long-term operations of one root are serialized by their own mutex, so a slow worker never
-blocks hot memory.
+Deterministic operations of one root are serialized by the service's mutex, held per
+operation and per tool call of a worker, never while a worker thinks; each flow that runs a
+worker is serialized by a lock of its own (one machine per flow). So a slow recall worker
+delays the next recall, never a search, a space listing or hot memory. Every public method
+refuses to run inside a worker run (``Busy``).
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..workers.port import Workers, invoke
 from ..workers.requests import build_request
+from ..workers.runner import Delegate, host_only
 from ..workers.tools import ScopedTools
 from .catalog import Catalog, Space
 from .port import LongTermStore
@@ -32,7 +35,7 @@ class LongTermMemory:
         self,
         catalog: Catalog,
         store: LongTermStore,
-        workers: Workers,
+        delegate: Delegate,
         *,
         write_enabled: bool,
         default_limit: int,
@@ -40,48 +43,55 @@ class LongTermMemory:
         self.service = LongTermService(
             catalog, store, write_enabled=write_enabled, default_limit=default_limit
         )
-        self._mutex = threading.RLock()
-        self._recall = RecallFlow(self.service, workers)
+        self._mutex = self.service.mutex
+        self._delegate = delegate
+        self._recall = RecallFlow(self.service, delegate)
         self._direct = DirectSearchFlow(self.service)
-        self._agent = AgentSearchFlow(self.service, workers)
-        self._write = WriteFlow(self.service, workers)
+        self._agent = AgentSearchFlow(self.service, delegate)
+        self._write = WriteFlow(self.service, delegate)
         self._merge = MergeFlow(self.service)
+        self._recall_lock, self._agent_lock, self._write_lock = (
+            threading.RLock(),
+            threading.RLock(),
+            threading.RLock(),
+        )
 
     @property
     def mutex(self) -> threading.RLock:
-        """Serializes this tier's operations in the process (flows that run a long-term
-        worker outside this facade hold it too)."""
+        """Serializes this tier's deterministic operations in the process (flows that apply
+        long-term writes outside this facade hold it too)."""
         return self._mutex
 
     def run_staged(
         self,
-        workers: Workers,
         kind: str,
         data: Mapping[str, Any],
         grants: tuple[str, ...],
         *,
         body: str | None = None,
     ) -> tuple[object, ScopedTools]:
-        """Run a worker of ``kind`` whose long-term writes are staged (reads count no access),
-        holding this tier's mutex; returns its raw result and the tool box holding the staged
-        writes. Raises ``WorkerFailed`` like :func:`~mnemon_sm.workers.port.invoke`."""
+        """Run a worker of ``kind`` whose long-term writes are staged (reads count no access);
+        returns its raw result and the tool box holding the staged writes. No lock is held
+        while the worker runs. Raises like :meth:`~mnemon_sm.workers.runner.Delegate.run`."""
         tools = ScopedTools(self.service, grants, readonly=True)
         request = build_request(kind, data, tools.names, body=body)
-        with self._mutex:
-            return invoke(workers, request, tools), tools
+        return self._delegate.run(request, tools), tools
 
     # -- spaces ----------------------------------------------------------------------------
 
+    @host_only
     def spaces(self) -> tuple[Space, ...]:
         """Every Memory Space (stores found on disk are registered on the way)."""
         with self._mutex:
             return self.service.spaces()
 
+    @host_only
     def create_space(self, name: str, description: str, *, active: bool = False) -> Space:
         """Create a space; its id is chosen by the library (``default`` first)."""
         with self._mutex:
             return self.service.create_space(name, description, active=active)
 
+    @host_only
     def update_space(
         self,
         space: str,
@@ -95,12 +105,14 @@ class LongTermMemory:
                 space, name=name, description=description, active=active
             )
 
+    @host_only
     def delete_space(self, space: str) -> None:
         """Delete a space and its store (never the last one)."""
         with self._mutex:
             self.service.check_write_target(None, pending=True)
             self.service.catalog.delete(space)
 
+    @host_only
     def merge(
         self, target: str, sources: Sequence[str], *, deactivate_sources: bool = True
     ) -> dict[str, Any]:
@@ -116,22 +128,25 @@ class LongTermMemory:
             )
             return result
 
+    @host_only
     def status(self, space: str) -> SpaceStatus:
         with self._mutex:
             return self.service.store.status(self.service.catalog.get(space).id)
 
     # -- reads -----------------------------------------------------------------------------
 
+    @host_only
     def recall(
         self, query: str, *, spaces: Sequence[str] | None = None, **options: Any
     ) -> RecallAnswer:
         """Evidence for ``query`` through the recall worker (at most 12 items)."""
-        with self._mutex:
+        with self._recall_lock:
             answer: RecallAnswer = self._recall.perform(
                 "recall", request={"query": query, "space_ids": spaces, **options}
             )
             return answer
 
+    @host_only
     def search(
         self, query: str, *, spaces: Sequence[str] | None = None, **options: Any
     ) -> SearchResult:
@@ -142,16 +157,18 @@ class LongTermMemory:
             )
             return result
 
+    @host_only
     def ask(
         self, question: str, *, spaces: Sequence[str] | None = None, **options: Any
     ) -> AgentAnswer:
         """Answer ``question`` from stored evidence; citations are checked by the host."""
-        with self._mutex:
+        with self._agent_lock:
             answer: AgentAnswer = self._agent.perform(
                 "ask", request={"query": question, "space_ids": spaces, **options}
             )
             return answer
 
+    @host_only
     def related(
         self, insight_id: str, *, space: str, depth: int = 2, edge: str | None = None
     ) -> list[dict[str, Any]]:
@@ -160,6 +177,7 @@ class LongTermMemory:
 
     # -- writes (through the write worker) -------------------------------------------------
 
+    @host_only
     def remember(
         self, content: str, *, space: str | None = None, source: str = "user", **fields: Any
     ) -> WriteReceipt:
@@ -171,6 +189,7 @@ class LongTermMemory:
             "remember", content=content, memoryBodyId=space, source=source, **fields
         )
 
+    @host_only
     def link(
         self,
         source_id: str,
@@ -191,17 +210,18 @@ class LongTermMemory:
             reason=reason,
         )
 
+    @host_only
     def forget(self, insight_id: str, *, space: str | None = None) -> WriteReceipt:
         return self._write_op("forget", id=insight_id, memoryBodyId=space)
 
     def _write_op(self, operation: str, **fields: Any) -> WriteReceipt:
-        with self._mutex:
+        with self._write_lock:
             receipt: WriteReceipt = self._write.perform(
                 "write", request={"operation": operation, **fields}
             )
             return receipt
 
     def close(self) -> None:
-        with self._mutex:
+        with self._recall_lock, self._agent_lock, self._write_lock, self._mutex:
             for flow in (self._recall, self._direct, self._agent, self._write, self._merge):
                 flow.close()

@@ -15,8 +15,8 @@ import attrs
 from ..engine.context import FlowContext
 from ..engine.flow import Machine
 from ..errors import InvalidInput, MnemonError, WorkerFailed
-from ..workers.port import Workers, delegate
 from ..workers.requests import AnswerResult, RecallResult, build_request
+from ..workers.runner import Delegate
 from ..workers.tools import READ_TOOLS, ScopedTools
 from .quality import apply_policy
 from .service import LongTermService, SearchResult
@@ -82,6 +82,10 @@ class _SearchingFlow(FlowContext):
 
     def _search(self) -> SearchResult:
         r = self._request
+        with self.service.mutex:
+            return self._search_locked(r)
+
+    def _search_locked(self, r: Mapping[str, Any]) -> SearchResult:
         return self.service.search(
             r["query"],
             space_ids=r.get("space_ids"),
@@ -110,8 +114,8 @@ class DirectSearchFlow(_SearchingFlow):
 class AgentSearchFlow(_SearchingFlow):
     FLOW = "agent_search"
 
-    def __init__(self, service: LongTermService, workers: Workers) -> None:
-        self.workers = workers
+    def __init__(self, service: LongTermService, delegate: Delegate) -> None:
+        self.delegate = delegate
         super().__init__(service)
 
     def run_search(self, machine: Machine) -> None:
@@ -141,7 +145,7 @@ class AgentSearchFlow(_SearchingFlow):
         )
         tools = ScopedTools(self.service, ())
         try:
-            result = delegate(self.workers, request, tools, AnswerResult)
+            result = self.delegate.result(request, tools, AnswerResult)
         except WorkerFailed as exc:
             return self.refuse(machine, "worker_failed", exc)
         labels = {h.citation for h in shown}
@@ -152,8 +156,8 @@ class AgentSearchFlow(_SearchingFlow):
 class RecallFlow(FlowContext):
     FLOW = "recall"
 
-    def __init__(self, service: LongTermService, workers: Workers) -> None:
-        self.service, self.workers = service, workers
+    def __init__(self, service: LongTermService, delegate: Delegate) -> None:
+        self.service, self.delegate = service, delegate
         self._request: dict[str, Any] = {}
         self._tools: ScopedTools | None = None
         self._selection: RecallResult | None = None
@@ -162,7 +166,8 @@ class RecallFlow(FlowContext):
     def check_request(self, request: Mapping[str, Any]) -> None:
         checked = _search_request(request)
         if checked.get("space_ids"):
-            self.service.catalog.readable(checked["space_ids"])  # unknown or inactive: refused
+            with self.service.mutex:  # unknown or inactive: refused
+                self.service.catalog.readable(checked["space_ids"])
         self._request = checked
 
     def run_worker(self, machine: Machine) -> None:
@@ -178,8 +183,8 @@ class RecallFlow(FlowContext):
         }
         tools = ScopedTools(self.service, READ_TOOLS)
         try:
-            self._selection = delegate(
-                self.workers, build_request("recall", data, READ_TOOLS), tools, RecallResult
+            self._selection = self.delegate.result(
+                build_request("recall", data, READ_TOOLS), tools, RecallResult
             )
         except WorkerFailed as exc:
             return self.refuse(machine, "worker_failed", exc)

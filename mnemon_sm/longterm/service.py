@@ -18,6 +18,7 @@ CLI and the host's own direct paths. Rules kept here:
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -133,13 +134,18 @@ class SearchResult:
 
 
 class LongTermService:
-    """The host's deterministic long-term operations over a catalog and a store."""
+    """The host's deterministic long-term operations over a catalog and a store.
+
+    ``mutex`` serializes them inside the process; callers hold it around each operation (a
+    worker's tool call holds it for that call only).
+    """
 
     def __init__(
         self, catalog: Catalog, store: LongTermStore, *, write_enabled: bool, default_limit: int
     ) -> None:
         self.catalog, self.store = catalog, store
         self._write_enabled, self._default_limit = write_enabled, default_limit
+        self.mutex = threading.RLock()
 
     # -- reads -----------------------------------------------------------------------------
 

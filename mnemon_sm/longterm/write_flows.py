@@ -17,8 +17,8 @@ import attrs
 from ..engine.context import FlowContext
 from ..engine.flow import Machine
 from ..errors import InvalidInput, MnemonError, ReadOnly, WorkerFailed
-from ..workers.port import Workers, delegate
 from ..workers.requests import WriteResult, build_request
+from ..workers.runner import Delegate
 from ..workers.tools import TOOL_ACTIONS, AppliedWrite, ScopedTools
 from .service import LongTermService
 
@@ -77,14 +77,15 @@ class _WritingFlow(FlowContext):
         super().__init__()
 
     def check_writable(self) -> None:
-        self.service.check_write_target(None, pending=True)
+        with self.service.mutex:
+            self.service.check_write_target(None, pending=True)
 
 
 class WriteFlow(_WritingFlow):
     FLOW = "long_term_write"
 
-    def __init__(self, service: LongTermService, workers: Workers) -> None:
-        self.workers = workers
+    def __init__(self, service: LongTermService, delegate: Delegate) -> None:
+        self.delegate = delegate
         self._data: dict[str, Any] = {}
         self._tools: ScopedTools | None = None
         self._receipt: WriteResult | None = None
@@ -105,8 +106,8 @@ class WriteFlow(_WritingFlow):
         grants = GRANTS[self._data["operation"]]
         tools = ScopedTools(self.service, grants, readonly=True)
         try:
-            self._receipt = delegate(
-                self.workers, build_request("write", self._data, grants), tools, WriteResult
+            self._receipt = self.delegate.result(
+                build_request("write", self._data, grants), tools, WriteResult
             )
         except WorkerFailed as exc:
             return self.refuse(machine, "worker_failed", exc)
@@ -124,7 +125,8 @@ class WriteFlow(_WritingFlow):
         actions = {a for w in staged for a in TOOL_ACTIONS[w.tool]}
         if receipt.action not in actions:
             return self._reject(machine, f"its action {receipt.action!r} matches no staged write")
-        touched = self._touched()
+        with self.service.mutex:
+            touched = self._touched()
         stray = [s for s in receipt.memory_body_ids if s not in touched]
         if stray:
             return self._reject(machine, f"it names spaces no staged write touches: {stray}")
@@ -133,7 +135,8 @@ class WriteFlow(_WritingFlow):
     def apply_writes(self, machine: Machine) -> None:
         assert self._tools is not None and self._receipt is not None
         try:
-            applied = self._tools.apply()
+            with self.service.mutex:
+                applied = self._tools.apply()
         except MnemonError as exc:
             return self.refuse(machine, "apply_failed", exc)
         spaces = tuple(dict.fromkeys(w.space_id for w in applied))

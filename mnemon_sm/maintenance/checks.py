@@ -15,25 +15,32 @@ whole result and nothing is written. Rules (RULE-MNT-n, cited by the spec and th
 8. ``budget``: a local compaction fits the byte budget (an archive's candidates are packed).
 9. ``archive-range`` / ``archive-duplicate`` / ``archive-omitted``: an archive maps every
    snapshot index exactly once.
-10. ``archive-unknown`` / ``archive-mismatch``: a mapped id is a remember of this run into the
-    same space, or an existing insight the host then confirms in the named space.
+10. ``archive-unknown`` / ``archive-mismatch``: a mapped id is a remember of this run that
+    names the same space, or an existing insight the host then confirms active in the named,
+    active space (before anything is applied).
 11. ``archive-spaces``: the spaces the result claims are spaces its mapping names.
 12. ``archive-stray-write``: every staged remember is used by the mapping, and every space
     the run creates receives a remember (an archive writes nothing it does not account for).
+13. ``archive-content``: the insight an entry is mapped to holds the entry's exact text
+    (whitespace collapsed, on word boundaries): a remember of this run is checked here, an
+    existing insight when the host confirms it. An entry leaves MEMORY.md only preserved
+    verbatim in long-term memory, whatever the worker claims.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from ..convert import StructureFailed, structure
 from ..errors import InvalidInput, MaintenanceRejected
 from ..hot.model import normalize
+from ..text import collapse_whitespace
 from .packing import RANK, joined_size
 from .values import ArchivedEntry, ArchiveResult, Candidate, CompactedEntry, CompactionResult
 
-__all__ = ["check_archive", "check_compaction", "parse_result"]
+__all__ = ["check_archive", "check_compaction", "holds_text", "parse_result"]
 
 T = TypeVar("T")
 PENDING_PREFIX = "pending-"
@@ -62,19 +69,29 @@ def check_compaction(
     return candidates
 
 
+def holds_text(container: str, entry: str) -> bool:
+    """RULE-MNT-13: whether ``container`` holds ``entry`` verbatim (both whitespace-collapsed;
+    the match starts and ends on word boundaries)."""
+    text = collapse_whitespace(entry)
+    if not text:
+        return False
+    pattern = rf"(?<!\w){re.escape(text)}(?!\w)"
+    return re.search(pattern, collapse_whitespace(container)) is not None
+
+
 def check_archive(
     result: ArchiveResult,
     sources: Sequence[tuple[str, str]],
-    staged: Mapping[str, str | None],
+    staged: Mapping[str, tuple[str | None, str]],
     created: Sequence[str] = (),
 ) -> tuple[tuple[Candidate, ...], tuple[ArchivedEntry, ...]]:
-    """RULE-MNT-2..4, 6, 7 and 9..12 for an archive.
+    """RULE-MNT-2..4, 6, 7 and 9..13 for an archive.
 
     ``staged`` maps each provisional insight id a remember of this run returned to the space
-    it names (None: the write routing decides when it is applied); ``created`` lists the
-    provisional ids of the spaces the run creates. Returns the checked
-    candidates and the mapping ordered by source index; mapped ids that are not provisional
-    still have to be confirmed in their space by the caller.
+    it names (None: it named none) and the content it stages; ``created`` lists the
+    provisional ids of the spaces the run creates. Returns the checked candidates and the
+    mapping ordered by source index; mapped ids that are not provisional still have to be
+    confirmed (active, in the named active space, holding the entry) by the caller.
     """
     _check_action(result.action, "archived", result.summary)
     n = len(sources)
@@ -88,7 +105,7 @@ def check_archive(
             raise MaintenanceRejected(
                 "archive-duplicate", f"source index {row.source_index} is mapped twice"
             )
-        _check_row(row, staged)
+        _check_row(row, staged, sources[row.source_index - 1][0])
         rows[row.source_index] = row
     missing = [i for i in range(1, n + 1) if i not in rows]
     if missing:
@@ -97,7 +114,7 @@ def check_archive(
         )
     used = {row.id for row in rows.values()}
     stray = [p for p in staged if p not in used]
-    empty = [c for c in created if c not in staged.values()]
+    empty = [c for c in created if c not in {space for space, _ in staged.values()}]
     if stray or empty:
         raise MaintenanceRejected(
             "archive-stray-write",
@@ -113,7 +130,9 @@ def check_archive(
     return candidates, tuple(rows[i] for i in range(1, n + 1))
 
 
-def _check_row(row: ArchivedEntry, staged: Mapping[str, str | None]) -> None:
+def _check_row(
+    row: ArchivedEntry, staged: Mapping[str, tuple[str | None, str]], entry: str
+) -> None:
     if row.id.startswith(PENDING_SPACE_PREFIX) or (
         row.id.startswith(PENDING_PREFIX) and row.id not in staged
     ):
@@ -122,12 +141,21 @@ def _check_row(row: ArchivedEntry, staged: Mapping[str, str | None]) -> None:
             f"source index {row.source_index} names {row.id!r}, which no remember of this "
             "run returned",
         )
-    space = staged.get(row.id)
-    if space is not None and space != row.memory_body_id:
+    if row.id not in staged:
+        return  # an existing insight: confirmed by the caller
+    space, content = staged[row.id]
+    if space != row.memory_body_id:
+        where = "no space" if space is None else repr(space)
         raise MaintenanceRejected(
             "archive-mismatch",
             f"source index {row.source_index} names {row.id!r} in {row.memory_body_id!r}, "
-            f"but that remember wrote to {space!r}",
+            f"but that remember names {where}",
+        )
+    if not holds_text(content, entry):
+        raise MaintenanceRejected(
+            "archive-content",
+            f"source index {row.source_index} is mapped to {row.id!r}, whose content does "
+            "not hold the entry's text",
         )
 
 

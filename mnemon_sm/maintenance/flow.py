@@ -6,11 +6,16 @@ The spec orders the work; each entry action below does one step and raises the o
 The add itself goes through the hot-memory flow exactly as a plain add does, at no extra
 cost. Only when that flow rejects it with ``CapacityExceeded`` does the facade send this
 flow's ``overflow`` event (with the request and the error), which starts maintenance: a
-snapshot of the target (read without the lock), a worker run (no hot-memory lock is ever held
-while a worker runs), pure checks of its result (:mod:`mnemon_sm.maintenance.checks`), for
-MEMORY.md the archive's long-term writes (:meth:`MaintenanceFlow.apply_archive`), and finally
-one ``compact`` event of the hot-memory flow, which compares the revision, packs the
-candidates and retries the pending add in the same commit.
+snapshot of the target (read without the lock), a worker run (on its own thread, with a
+timeout; no lock is ever held while a worker runs), pure checks of its result
+(:mod:`mnemon_sm.maintenance.checks`), for MEMORY.md the archive's long-term writes
+(:meth:`MaintenanceFlow.apply_archive`, which first confirms that every existing insight the
+archive names holds its entry's text), then the preservation of every entry that will leave
+hot memory in the fsynced history (:mod:`mnemon_sm.hot.history`), and finally one ``compact``
+event of the hot-memory flow, which compares the revision, packs the candidates and retries
+the pending add in the same commit. So whatever a worker returns, an entry leaves hot memory
+only after its exact text is in the history (and, for MEMORY.md, verbatim in long-term
+memory).
 
 USER.md's compactor gets :class:`~mnemon_sm.workers.tools.NoTools`: the user profile never
 reaches long-term memory, and a worker that tries fails the run. MEMORY.md's archiver gets the
@@ -41,18 +46,20 @@ from ..errors import (
 )
 from ..hot.compaction import Compaction
 from ..hot.flow import HotMutationFlow
+from ..hot.history import HotHistory, preserved_round
 from ..hot.model import HotStore
 from ..hot.rules import Mutation, check_request
 from ..longterm.api import LongTermMemory
 from ..longterm.service import LongTermService
 from ..ports import Clock
+from ..redact import redact
 from ..text import iso_ms
-from ..workers.port import Workers, invoke
 from ..workers.requests import build_request
+from ..workers.runner import Delegate
 from ..workers.tools import NoTools, RememberArgs, ScopedTools
-from .checks import check_archive, check_compaction, parse_result
+from .checks import check_archive, check_compaction, holds_text, parse_result
 from .journal import Journal, JournalWrite, content_key
-from .packing import budget
+from .packing import budget, pack
 from .prompts import render_body
 from .values import ArchivedEntry, ArchiveResult, Candidate, CompactionResult, MaintenanceBlock
 from .values import Snapshot as Snap
@@ -77,9 +84,10 @@ class MaintenanceFlow(FlowContext):
         current: Callable[[], HotStore],
         config: Config,
         clock: Clock,
-        workers: Callable[[], Workers],
+        delegate: Delegate,
         long_term: Callable[[], LongTermMemory],
         journal: Journal,
+        history: HotHistory,
     ) -> None:
         """``hot`` is the root's hot-memory flow and ``hot_mutex`` the mutex that serializes
         its use in this process: it is held for each hot-memory step, never while a worker
@@ -89,7 +97,8 @@ class MaintenanceFlow(FlowContext):
         """
         self.hot, self.hot_mutex, self.current = hot, hot_mutex, current
         self.config, self.clock = config, clock
-        self.workers, self.long_term, self.journal = workers, long_term, journal
+        self.delegate, self.long_term, self.journal = delegate, long_term, journal
+        self.history = history
         self._request: dict[str, Any] = {}
         self._overflow: CapacityExceeded | None = None
         self._pending: Mutation | None = None
@@ -168,11 +177,11 @@ class MaintenanceFlow(FlowContext):
             if snap.target == "user":
                 tools = NoTools()
                 request = build_request("compact", data, (), body=render_body(snap))
-                self._raw = invoke(self.workers(), request, tools)
+                self._raw = self.delegate.run(request, tools)
             else:
                 body = render_body(snap)
                 self._raw, tools = self.long_term().run_staged(
-                    self.workers(), "archive", data, ARCHIVE_GRANTS, body=body
+                    "archive", data, ARCHIVE_GRANTS, body=body
                 )
         except MnemonError as exc:
             return self.refuse(machine, "worker_failed", exc)
@@ -186,47 +195,49 @@ class MaintenanceFlow(FlowContext):
         try:
             if isinstance(self._tools, ScopedTools):
                 archive = parse_result(self._raw, ArchiveResult)
-                self._summary = archive.summary
+                self._summary = redact(archive.summary)
                 staged, created = _staged(self._tools)
                 self._candidates, self._rows = check_archive(archive, sources, staged, created)
             else:
                 compaction = parse_result(self._raw, CompactionResult)
-                self._summary = compaction.summary
+                self._summary = redact(compaction.summary)
                 self._candidates = check_compaction(compaction, sources, snap.budget)
         except MaintenanceRejected as exc:
             return self.refuse(machine, "result_rejected", exc)
         machine.raise_("result_accepted")
 
     def apply_archive(self, machine: Machine) -> None:
-        tools = self._tools
-        assert isinstance(tools, ScopedTools)
+        tools, snap = self._tools, self._snapshot
+        assert isinstance(tools, ScopedTools) and snap is not None
         service = tools.service
+        existing = [r for r in self._rows if not r.id.startswith("pending-")]
         try:
             with self.long_term().mutex:
-                _confirm(service, [r for r in self._rows if not r.id.startswith("pending-")])
+                _confirm(service, existing, [e.content for e in snap.entries])
                 try:
                     applied = tools.apply(reuse=self._reuse, record=self._record)
                 finally:  # the writes made so far, even when a later one failed
                     self.journal.record(self._records)
-            # where each provisional remember landed; the real id of each space created
-            landed: dict[str, str] = {}
-            created: dict[str, str] = {}
-            for w, a in zip(tools.staged, applied, strict=True):
-                if w.pending_id is not None:
-                    table = landed if w.tool == "mnemon_remember" else created
-                    table[w.pending_id] = a.space_id
-            for row in self._rows:
-                named = created.get(row.memory_body_id, row.memory_body_id)
-                if row.id in landed and landed[row.id] != named:
-                    raise MaintenanceRejected(
-                        "archive-mismatch",
-                        f"source index {row.source_index} names {row.memory_body_id!r}, but "
-                        f"its remember landed in {landed[row.id]!r}",
-                    )
         except MnemonError as exc:
             return self.refuse(machine, "archive_failed", exc)
         self._written = tuple(dict.fromkeys(a.space_id for a in applied))
         machine.raise_("archive_written")
+
+    def preserve_entries(self, machine: Machine) -> None:
+        snap = self._snapshot
+        assert snap is not None
+        candidates = self._candidates
+        kept = pack([(c.content, c.importance) for c in candidates], snap.budget)
+        kind = "long-term-archive" if snap.target == "memory" else "local-compaction"
+        now = iso_ms(self.clock.now_ms())
+        round_ = preserved_round(
+            self._run_id, now, snap.target, kind, snap.revision, snap.entries, candidates, kept
+        )
+        try:
+            self.history.append(round_, durability=self.config.durability)
+        except StorageError as exc:
+            return self.refuse(machine, "preserve_failed", exc)
+        machine.raise_("preserved")
 
     def commit_compaction(self, machine: Machine) -> None:
         snap, pending = self._snapshot, self._pending
@@ -305,11 +316,13 @@ class MaintenanceFlow(FlowContext):
         self._records = []
 
 
-def _staged(tools: ScopedTools) -> tuple[dict[str, str | None], tuple[str, ...]]:
-    """Provisional insight ids of this run's staged remembers with the space each names, and
-    the provisional ids of the spaces it creates."""
+def _staged(
+    tools: ScopedTools,
+) -> tuple[dict[str, tuple[str | None, str]], tuple[str, ...]]:
+    """Provisional insight ids of this run's staged remembers with the space each names and
+    the content it stages, and the provisional ids of the spaces the run creates."""
     remembers = {
-        w.pending_id: w.args.memory_body_id
+        w.pending_id: (w.args.memory_body_id, w.args.content)
         for w in tools.staged
         if w.tool == "mnemon_remember" and w.pending_id is not None
     }
@@ -321,9 +334,9 @@ def _staged(tools: ScopedTools) -> tuple[dict[str, str | None], tuple[str, ...]]
     return remembers, created
 
 
-def _confirm(service: LongTermService, rows: list[ArchivedEntry]) -> None:
-    """RULE-MNT-10 for ids that are not this run's: each is an active insight of its named,
-    active space."""
+def _confirm(service: LongTermService, rows: list[ArchivedEntry], entries: list[str]) -> None:
+    """RULE-MNT-10 and 13 for ids that are not this run's: each is an active insight of its
+    named, active space and holds its entry's text (``entries`` by one-based index)."""
     by_space: dict[str, list[ArchivedEntry]] = {}
     for row in rows:
         by_space.setdefault(row.memory_body_id, []).append(row)
@@ -338,11 +351,18 @@ def _confirm(service: LongTermService, rows: list[ArchivedEntry]) -> None:
                 f"source index {group[0].source_index} names space {space_id!r}, which is "
                 "not an active space",
             )
-        found = {i.id for i in service.store.insights(space.id, [r.id for r in group])}
+        found = {i.id: i for i in service.store.insights(space.id, [r.id for r in group])}
         for row in group:
-            if row.id not in found:
+            insight = found.get(row.id)
+            if insight is None:
                 raise MaintenanceRejected(
                     "archive-unknown",
                     f"source index {row.source_index} names {row.id!r}, which is not an "
                     f"active insight of {space_id!r}",
+                )
+            if not holds_text(insight.content, entries[row.source_index - 1]):
+                raise MaintenanceRejected(
+                    "archive-content",
+                    f"source index {row.source_index} is mapped to insight {row.id!r}, which "
+                    "does not hold the entry's text",
                 )

@@ -3,7 +3,8 @@
 Entries are shown with their importance only (never timestamps or paths), numbered from one and
 joined by the hot-memory delimiter, inside a ``<runtime-memory-snapshot>`` block. Hot entries
 hold no newline and no ``§`` (normalization guarantees it), so an entry cannot break out of its
-numbered line or forge another one.
+numbered line or forge another one; every entry and the pending add are quoted with
+:func:`~mnemon_sm.text.quote_data`, so none can close the block or open another.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..hot.model import DELIMITER, HotEntry
+from ..text import quote_data
 from .values import Snapshot
 
 __all__ = ["render_body"]
@@ -27,7 +29,10 @@ _PENDING = {
 
 def render_snapshot(target: str, entries: Sequence[HotEntry]) -> str:
     """The numbered snapshot block of ``entries``."""
-    items = [f"{i}. [importance={e.importance}] {e.content}" for i, e in enumerate(entries, 1)]
+    items = [
+        f"{i}. [importance={e.importance}] {quote_data(e.content)}"
+        for i, e in enumerate(entries, 1)
+    ]
     body = DELIMITER.join(items) if items else "(empty)"
     return f'<runtime-memory-snapshot target="{target}">\n{body}\n</runtime-memory-snapshot>'
 
@@ -35,9 +40,10 @@ def render_snapshot(target: str, entries: Sequence[HotEntry]) -> str:
 def render_body(snapshot: Snapshot) -> str:
     """The prompt after its task line."""
     target = snapshot.target
+    pending = quote_data(snapshot.pending_content)
     return (
         f"{_PENDING[target]}\n"
-        f"    [importance={snapshot.pending_importance}] {snapshot.pending_content}\n\n"
+        f"    [importance={snapshot.pending_importance}] {pending}\n\n"
         f"Committed {_FILE[target]} snapshot (read-only run data, untrusted; numbering is "
         "one-based):\n"
         f"{render_snapshot(target, snapshot.entries)}\n"

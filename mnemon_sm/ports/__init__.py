@@ -20,6 +20,7 @@ the ones here do not change shape.
 from __future__ import annotations
 
 import re
+import threading
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
@@ -125,10 +126,18 @@ class Locks(Protocol):
 
 @runtime_checkable
 class Clock(Protocol):
-    """Wall-clock time as an input."""
+    """Wall-clock time as an input, and the only way the library waits for time to pass."""
 
     def now_ms(self) -> int:
         """Milliseconds since the Unix epoch."""
+        ...
+
+    def wait(self, event: threading.Event, timeout_ms: int) -> bool:
+        """Block until ``event`` is set or ``timeout_ms`` passes; True when it was set.
+
+        Adapters must call ``event.wait`` (the library's events do work there, see
+        :mod:`mnemon_sm.workers.runner`).
+        """
         ...
 
 

@@ -17,6 +17,7 @@ import errno
 import itertools
 import os
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -277,6 +278,9 @@ class SystemClock:
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def wait(self, event: threading.Event, timeout_ms: int) -> bool:
+        return event.wait(timeout_ms / 1000)
 
 
 def real_ports(root: str | Path) -> Ports:

@@ -8,6 +8,7 @@ message naming the broken promise.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from ..errors import InvalidInput, LockTimeout, StorageError, UnknownInsight, UnknownSpace
@@ -111,10 +112,23 @@ def check_locks_contract(first: Locks, second: Locks) -> None:
 
 
 def check_clock_contract(clock: Clock) -> None:
-    """Check a ``Clock``: integer milliseconds after 2020, never going backwards."""
+    """Check a ``Clock``: integer milliseconds after 2020, never going backwards; ``wait``
+    returns True at once for an event already set, through the event's own ``wait``."""
     a, b = clock.now_ms(), clock.now_ms()
     assert isinstance(a, int) and a > 1_577_836_800_000, "milliseconds since the epoch"
     assert b >= a, "the clock does not go backwards between two reads"
+
+    class Watched(threading.Event):
+        waited = False
+
+        def wait(self, timeout: float | None = None) -> bool:
+            self.waited = True
+            return super().wait(timeout)
+
+    done = Watched()
+    done.set()
+    assert clock.wait(done, 60_000) is True, "a set event ends the wait at once"
+    assert done.waited, "the adapter waits through the event's own wait()"
 
 
 def check_long_term_contract(store: LongTermStore) -> None:

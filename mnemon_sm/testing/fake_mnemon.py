@@ -35,6 +35,7 @@ import json
 import os
 import stat
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -96,6 +97,9 @@ class _FixedClock:
 
     def now_ms(self) -> int:
         return self.ms
+
+    def wait(self, event: threading.Event, timeout_ms: int) -> bool:
+        return event.wait(timeout_ms / 1000)
 
 
 @attrs.define

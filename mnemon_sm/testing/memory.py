@@ -15,6 +15,7 @@ back empty, never torn: the model checks ordering, not partial writes.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable
 
 import attrs
@@ -249,15 +250,42 @@ class MemoryLocks:
 
 
 class FakeClock:
-    """A clock that moves only when told to."""
+    """A clock that moves only when told to.
+
+    :meth:`wait` never lets fake time pass on its own: it waits for the event (a worker that
+    finishes), unless :attr:`expire_waits` is set, in which case an event not set yet makes it
+    advance the clock by the timeout and report a timeout at once (after calling
+    :attr:`on_expire`, which a test may use to let the worker reach a chosen point first). A
+    wait that would block longer than :data:`WAIT_CAP_S` of real time fails loudly instead of
+    hanging a test.
+    """
+
+    WAIT_CAP_S = 120.0
 
     def __init__(self, start_ms: int = 1_786_608_000_000, log: CallLog | None = None) -> None:
         self.ms = start_ms  # 2026-08-13T08:00:00.000Z
         self.log = log if log is not None else CallLog()
+        self.expire_waits = False
+        self.on_expire: Callable[[], object] | None = None
 
     def now_ms(self) -> int:
         self.log.record("clock", "now_ms")
         return self.ms
+
+    def wait(self, event: threading.Event, timeout_ms: int) -> bool:
+        self.log.record("clock", "wait", timeout_ms)
+        if self.expire_waits:
+            if event.wait(0):  # (this also lets the worker start)
+                return True
+            if self.on_expire is not None:
+                self.on_expire()
+            if event.is_set():
+                return True
+            self.ms += timeout_ms
+            return False
+        if not event.wait(self.WAIT_CAP_S):
+            raise AssertionError(f"a fake-clock wait blocked for {self.WAIT_CAP_S} s")
+        return True
 
     def advance(self, ms: int) -> None:
         self.ms += ms

@@ -1,36 +1,34 @@
-"""The worker port: how the library asks an LLM worker for a result, and checks it.
+"""The worker port: how the library asks an LLM worker for a result.
 
 Theory of operation
 -------------------
 A flow builds a :class:`WorkerRequest` (the worker kind, its persona and prompt -- package
-texts in our words, with every piece of request data rendered as untrusted -- the names of the
-tools it may call, the JSON schema of its result and a token cap) and calls :func:`delegate`.
+texts in our words, with every piece of request data rendered as untrusted data that cannot
+close or open a block of the prompt -- the names of the tools it may call, the JSON schema of
+its result and a token cap) and hands it, with a :class:`ToolBox`, to the root's
+:class:`~mnemon_sm.workers.runner.Delegate`, which runs the worker on its own thread with a
+timeout (see :mod:`mnemon_sm.workers.runner`).
+
 The host's ``Workers`` adapter runs the worker however it likes (an LLM with function calling,
-or the built-in deterministic workers) and may call only the tools of the :class:`ToolBox` it
-is handed; the box refuses anything not granted and routes the rest to the deterministic
-services, never back through a worker.
+or the built-in deterministic workers) and may call only the tools of the box it is handed;
+the box refuses anything not granted, stages every write, and dies when the run ends. The
+result is then validated strictly (cattrs, unknown keys refused) and checked for *content* by
+the flow: staged writes are applied only when the result agrees with them.
 
-:func:`delegate` then validates the raw result strictly (cattrs, unknown keys refused) into the
-flow's result class. A worker that raises, returns nothing, returns something invalid, or called
-a tool it was not granted, raises ``WorkerFailed``; the flow then changes nothing (writes made
-through tools are staged by the box and dropped, see :mod:`mnemon_sm.workers.tools`).
-
-Host integrators plug in their LLM by implementing ``Workers.run``.
+Host integrators plug in their LLM by implementing ``Workers.run`` (plain or ``async def``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from ..convert import StructureFailed, structure
-from ..errors import WorkerFailed
+if TYPE_CHECKING:
+    from .runner import Cancellation
 
-__all__ = ["ToolBox", "WorkerRequest", "Workers", "delegate", "invoke"]
-
-T = TypeVar("T")
+__all__ = ["ToolBox", "WorkerRequest", "Workers"]
 
 
 @attrs.frozen
@@ -65,11 +63,19 @@ class ToolBox(Protocol):
         """The granted tool names."""
         ...
 
+    @property
+    def cancellation(self) -> Cancellation:
+        """The run's cancellation: poll ``is_set`` or block on ``wait(seconds)``; once set,
+        stop (nothing staged will be written)."""
+        ...
+
     def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
-        """Call a granted tool with JSON arguments; returns its JSON result.
+        """Call a granted tool with JSON arguments; returns its JSON result. Safe to call
+        from any thread of the worker.
 
         Raises:
-            ToolRefused: ``name`` was not granted (the run will fail).
+            ToolRefused: ``name`` was not granted (the run will fail), or the run has ended.
+            WorkerCancelled: the run was cancelled (a timeout, a new turn); stop.
             MnemonError: the tool refused the arguments or the store failed; the worker may
                 report it or try again.
         """
@@ -80,42 +86,14 @@ class ToolBox(Protocol):
 class Workers(Protocol):
     """Runs LLM workers. Implement this to plug in a model."""
 
-    def run(self, request: WorkerRequest, tools: ToolBox) -> object:
-        """Run one worker to completion and return its result as JSON-like data.
+    def run(self, request: WorkerRequest, tools: ToolBox) -> object | Awaitable[object]:
+        """Run one worker to completion and return its result as JSON-like data (or be an
+        ``async def`` returning it).
 
-        Raise any exception for a failure or a timeout; the library reports it as
-        ``WorkerFailed``.
+        Called on a thread of its own (an ``async def`` runs on the host's event loop when the
+        host uses the async facade). Raise any ``Exception`` for a failure: the library
+        reports it as ``WorkerFailed`` with its text redacted. Watch ``tools.cancellation``
+        (an async worker's task is cancelled instead): a timed-out or aborted run's result is
+        thrown away.
         """
         ...
-
-
-def delegate(workers: Workers, request: WorkerRequest, tools: Any, result: type[T]) -> T:
-    """Run a worker and return its result validated as ``result``, or raise WorkerFailed.
-
-    ``tools`` is the run's tool box; a refusal it recorded fails the run even if the worker
-    swallowed the error.
-    """
-    raw = invoke(workers, request, tools)
-    try:
-        return structure(raw, result)
-    except StructureFailed as exc:
-        raise WorkerFailed(
-            f"{request.kind} worker returned an invalid result: {'; '.join(exc.problems)}"
-        ) from None
-
-
-def invoke(workers: Workers, request: WorkerRequest, tools: Any) -> object:
-    """Run a worker and return its raw result (not validated), or raise WorkerFailed when it
-    raised, called a tool it was not granted or returned nothing."""
-    try:
-        raw = workers.run(request, tools)
-    except Exception as exc:  # the adapter's failure, whatever its type
-        raise WorkerFailed(f"{request.kind} worker failed: {exc}") from exc
-    refused = getattr(tools, "refused", ())
-    if refused:
-        raise WorkerFailed(
-            f"{request.kind} worker called tools it was not granted: {', '.join(refused)}"
-        )
-    if raw is None:
-        raise WorkerFailed(f"{request.kind} worker completed without recording its result")
-    return raw

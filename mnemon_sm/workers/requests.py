@@ -21,6 +21,7 @@ from ..convert import camel_case, register_camel_case
 from ..documents.values import DocumentArchiveResult
 from ..lifecycle.review import ReviewResult
 from ..maintenance.values import ArchiveResult, CompactionResult
+from ..text import quote_json
 from .port import WorkerRequest
 
 __all__ = [
@@ -134,8 +135,10 @@ def persona(kind: str) -> str:
 
 
 def render_prompt(kind: str, data: Mapping[str, Any]) -> str:
-    """The task line, then the request data as indented, untrusted JSON."""
-    body = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True)
+    """The task line, then the request data as indented, untrusted JSON in which no ``<`` or
+    ``{{`` appears (:func:`~mnemon_sm.text.quote_json`), so no data can open or close a
+    block."""
+    body = quote_json(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True))
     # split on "\n" only: str.splitlines() would also split inside JSON strings at U+0085,
     # U+2028 and friends, which json.dumps leaves unescaped
     indented = "\n".join("    " + line for line in body.split("\n"))

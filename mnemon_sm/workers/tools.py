@@ -14,6 +14,11 @@ and answers with a provisional id (``pending-1``; a space created in the run is
 ``pending-space-1``), which later staged writes of the same run may use. After the worker's
 result passed every host check, :meth:`ScopedTools.apply` executes the staged writes in order
 through the service; if the result is refused, nothing was written.
+
+Every box belongs to one run (:class:`~mnemon_sm.workers.runner.RunScope`): once the run ended
+or was cancelled, every call, from any thread, is refused and nothing more can be staged. A
+call holds the long-term tier's mutex only while it runs, never for the whole run, so a slow
+worker does not stall the root's other long-term operations.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import attrs
 from ..convert import StructureFailed, register_camel_case, structure
 from ..errors import InvalidInput, MnemonError, ToolRefused
 from ..longterm.service import LongTermService, SearchHit
+from .runner import Cancellation, RunScope
 
 __all__ = ["READ_TOOLS", "WRITE_TOOLS", "AppliedWrite", "NoTools", "ScopedTools"]
 
@@ -166,13 +172,19 @@ class NoTools:
 
     def __init__(self) -> None:
         self.refused: list[str] = []
+        self.scope = RunScope()
 
     @property
     def names(self) -> tuple[str, ...]:
         return ()
 
+    @property
+    def cancellation(self) -> Cancellation:
+        return self.scope.cancellation
+
     def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
-        self.refused.append(name)
+        self.scope.check()
+        self.refused.append(str(name))
         raise ToolRefused(f"tool {name!r} is not granted to this worker (it has no tools)")
 
 
@@ -183,11 +195,17 @@ class ScopedTools:
     """One run's tools over a ``LongTermService``."""
 
     def __init__(
-        self, service: LongTermService, granted: tuple[str, ...], *, readonly: bool = False
+        self,
+        service: LongTermService,
+        granted: tuple[str, ...],
+        *,
+        readonly: bool = False,
+        scope: RunScope | None = None,
     ) -> None:
         unknown = set(granted) - set(_ARGS)
         if unknown:
             raise ValueError(f"unknown tools: {sorted(unknown)}")
+        self.scope = scope or RunScope()
         self._service, self._granted = service, tuple(granted)
         self._readonly = readonly  # reads count no access (a write worker's checks)
         self.refused: list[str] = []
@@ -203,9 +221,14 @@ class ScopedTools:
     def service(self) -> LongTermService:
         return self._service
 
+    @property
+    def cancellation(self) -> Cancellation:
+        return self.scope.cancellation
+
     def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        self.scope.check()
         if name not in self._granted:
-            self.refused.append(name)
+            self.refused.append(str(name))
             raise ToolRefused(f"tool {name!r} is not granted to this worker")
         if not isinstance(arguments, Mapping):
             raise InvalidInput(f"{name}: arguments must be a JSON object")
@@ -215,7 +238,8 @@ class ScopedTools:
             problems = exc.problems if isinstance(exc, StructureFailed) else [str(exc)]
             raise InvalidInput(f"{name}: {'; '.join(problems)}") from None
         handler: Callable[[Any], Any] = getattr(self, "_" + name.removeprefix("mnemon_"))
-        return handler(args)
+        with self.scope.host_call(), self._service.mutex:
+            return handler(args)
 
     def hit(self, space_id: str, insight_id: str) -> SearchHit | None:
         """A search hit this run's recall returned (None when it returned none like it)."""
@@ -253,8 +277,12 @@ class ScopedTools:
     # -- staged writes ---------------------------------------------------------------------
 
     def _stage(self, tool: str, args: Any, prefix: str | None) -> dict[str, Any]:
-        pending = None if prefix is None else f"{prefix}-{len(self.staged) + 1}"
-        self.staged.append(StagedWrite(tool, args, pending))
+        def write() -> str | None:
+            pending = None if prefix is None else f"{prefix}-{len(self.staged) + 1}"
+            self.staged.append(StagedWrite(tool, args, pending))
+            return pending
+
+        pending = self.scope.stage(write)
         out: dict[str, Any] = {"status": "staged", "tool": tool}
         if pending is not None:
             out["id" if prefix == "pending" else "memoryBodyId"] = pending

@@ -1,0 +1,110 @@
+"""The asyncio facade: drive a storage root from an event loop without ever blocking it.
+
+Every call runs the synchronous operation on a thread of the default executor
+(``asyncio.to_thread``), so a maintenance round, a recall or a document archive that waits for
+a worker never holds up the loop. An ``async def`` worker then runs as a task on *this* loop
+(the operation tells the worker runner which loop it came from), so a host's async model
+client, bound to its loop, just works. Lifecycle reviews are driven by
+:class:`~mnemon_sm.lifecycle.api.AsyncDriver`, whose ticks run on the loop and return at once.
+
+::
+
+    root = await AsyncMemoryRoot.open("~/.mnemon", workers=MyAsyncWorkers())
+    receipt = await root.hot.add("user", "User prefers concise replies")
+    answer = await root.long_term.recall("deploy script")
+    agent = root.lifecycle("main")
+    messages = await agent.pre_step(turn, 1, messages)
+    driver = AsyncDriver(agent.sync, clock)        # fires reviews on this loop
+    await root.close()
+
+Cancelling an awaiting coroutine does not stop the operation already running on its thread
+(it completes, and its result is dropped); operations on one root stay serialized as in the
+synchronous API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .config import Config
+from .lifecycle.api import AgentLifecycle
+from .ports import Ports
+from .root import MemoryRoot
+from .workers.port import Workers
+from .workers.runner import HOST_LOOP
+
+__all__ = ["AsyncFacade", "AsyncMemoryRoot"]
+
+
+async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    loop = asyncio.get_running_loop()
+    token = HOST_LOOP.set(loop)  # copied into the thread's context by to_thread
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    finally:
+        HOST_LOOP.reset(token)
+
+
+class AsyncFacade:
+    """Any facade of a root (``hot``, ``context``, ``long_term``, ``documents``, an agent's
+    lifecycle) with each public method turned into a coroutine function. ``sync`` is the
+    wrapped object."""
+
+    def __init__(self, target: object) -> None:
+        self.sync = target
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        value = getattr(self.sync, name)
+        if not callable(value):
+            return value
+
+        @functools.wraps(value)
+        async def method(*args: Any, **kwargs: Any) -> Any:
+            return await _call(value, *args, **kwargs)
+
+        return method
+
+
+class AsyncMemoryRoot:
+    """A :class:`~mnemon_sm.root.MemoryRoot` for asyncio hosts."""
+
+    def __init__(self, root: MemoryRoot) -> None:
+        self.sync = root
+        self.hot = AsyncFacade(root.hot)
+        self.context = AsyncFacade(root.context)
+        self.documents = AsyncFacade(root.documents)
+        self._long_term: AsyncFacade | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | Path,
+        config: Config | None = None,
+        *,
+        ports: Ports | None = None,
+        workers: Workers | None = None,
+    ) -> AsyncMemoryRoot:
+        """Open the root on a thread (opening repairs it, which may touch the disk)."""
+        root = await _call(MemoryRoot.open, path, config, ports=ports, workers=workers)
+        return cls(root)
+
+    @property
+    def long_term(self) -> AsyncFacade:
+        if self._long_term is None:
+            self._long_term = AsyncFacade(self.sync.long_term)
+        return self._long_term
+
+    def lifecycle(self, agent_id: str) -> AsyncFacade:
+        """The agent's lifecycle hooks as coroutines (``.sync`` is the
+        :class:`~mnemon_sm.lifecycle.api.AgentLifecycle`, for :class:`AsyncDriver`)."""
+        agent: AgentLifecycle = self.sync.lifecycle(agent_id)
+        return AsyncFacade(agent)
+
+    async def close(self) -> None:
+        await _call(self.sync.close)
