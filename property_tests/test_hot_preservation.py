@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -331,6 +332,9 @@ class Preservation(RuleBasedStateMachine):
 
 
 TestPreservation = Preservation.TestCase
+TestPreservation.settings = settings(
+    max_examples=max(15, settings().max_examples // 3), stateful_step_count=25
+)
 
 
 # -- two hostile rounds, crashed at every port call ---------------------------------------------
@@ -384,10 +388,10 @@ def _fixed_world(target: str) -> tuple[Ports, set[str], str]:
     root = MemoryRoot.open("/r", CONFIG, ports=ports)
     root.long_term.create_space("Work", "Project facts and decisions", active=True)
     if target == "user":
-        facts = [f"User fact {i}: " + "u" * 30 for i in range(8)]
+        facts = [f"User fact {i}: " + "u" * 50 for i in range(5)]
         pending = "User likes green tea " + "t" * 120
     else:
-        facts = [f"Fact {i} about the build: " + "m" * 90 for i in range(6)]
+        facts = [f"Fact {i} about the build: " + "m" * 120 for i in range(4)]
         pending = "A new fact that does not fit " + "x" * 180
     seed(ports, [(target, fact, "normal") for fact in facts])  # type: ignore[misc]
     return ports, set(facts), pending

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-from hypothesis import assume, example, given
+import pytest
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from mnemon_sm import Config, MemoryRoot
@@ -131,6 +132,7 @@ USER_DEFECTS = {
     "non-integer": "schema",
     "empty-sources": "source-missing",
     "lowered": "importance-lowered",
+    "lowered-merged": "importance-lowered",  # below the highest source, above the lowest
     "over-budget": "budget",
     "duplicate-content": "duplicate-content",
     "bad-content": "content",
@@ -161,6 +163,8 @@ def _break(draw: Any, defect: str, result: dict[str, Any], n: int, room: int) ->
         entries.append({"content": "an extra entry", "importance": "low", "sourceIndexes": []})
     elif defect == "lowered":
         entries[0]["importance"] = "low"  # entry 1 is critical and in the first group
+    elif defect == "lowered-merged":  # entries 1 (critical) and 2 (low) share the first group
+        entries[0]["importance"] = "normal"
     elif defect == "over-budget":
         entries[0]["content"] = "w" * (room + 1)
     elif defect == "duplicate-content":
@@ -192,9 +196,13 @@ def _break(draw: Any, defect: str, result: dict[str, Any], n: int, room: int) ->
 def user_cases(draw: Any, defect: st.SearchStrategy[str | None]) -> Case:
     chosen = draw(defect)
     entries = _entries(draw, "user", 420)
-    if chosen == "lowered":
+    if chosen in ("lowered", "lowered-merged"):
         entries[0] = (entries[0][0], "critical")
+    if chosen == "lowered-merged":
+        entries[1] = (entries[1][0], "low")
     groups = _groups(draw, len(entries), cover_all=True)
+    if chosen == "lowered-merged":
+        groups = [[1, 2], *([i] for i in range(3, len(entries) + 1))]
     if chosen == "lowered":
         groups.sort(key=lambda g: 1 not in g)
     result = {"summary": "merged", "action": "compacted"}
@@ -217,8 +225,14 @@ def _open(case: Case, workers: ScriptedWorkers) -> tuple[MemoryRoot, Ports]:
     return MemoryRoot.open("/unused", CONFIG, ports=ports), ports
 
 
-def _refused(case: Case, workers: ScriptedWorkers) -> MaintenanceRejected:
+def _refused(
+    case: Case, workers: ScriptedWorkers, unrelated: list[str] | None = None
+) -> MaintenanceRejected:
     root, ports = _open(case, workers)
+    if unrelated is not None:  # an insight of other text, which a defect may point at
+        with root.long_term.mutex:
+            receipt = root.long_term.service.remember(UNRELATED, space_id="default")
+        unrelated.append(str(receipt["id"]))
     before = world(ports)
     try:
         root.hot.add(case.target, case.pending)
@@ -228,8 +242,16 @@ def _refused(case: Case, workers: ScriptedWorkers) -> MaintenanceRejected:
     raise AssertionError(f"a result with defect {case.defect!r} was accepted")
 
 
-@given(user_cases(st.sampled_from(sorted(USER_DEFECTS))))
-def test_every_defective_compaction_is_rejected_and_changes_nothing(case: Case) -> None:
+PER_KIND = settings(max_examples=max(3, settings().max_examples // 8))
+
+
+@pytest.mark.parametrize("defect", sorted(USER_DEFECTS))  # every kind, every run
+@PER_KIND
+@given(data=st.data())
+def test_every_defective_compaction_is_rejected_and_changes_nothing(
+    defect: str, data: st.DataObject
+) -> None:
+    case = data.draw(user_cases(st.just(defect)), label="case")
     workers = ScriptedWorkers({"compact": lambda _r, _t: copy.deepcopy(case.result)})
     error = _refused(case, workers)
     assert case.defect is not None
@@ -287,7 +309,11 @@ ARCHIVE_DEFECTS = {
     "wrong-action": "schema",
     "extra-key": "schema",
     "missing-key": "schema",
+    "paraphrase": "archive-content",  # a remember that does not hold its entry's text
+    "unnamed-remember": "archive-mismatch",  # a remember naming no space
+    "unrelated-insight": "archive-content",  # an existing insight holding other text
 }
+UNRELATED = "Unrelated: the office plant needs water"
 COMPACTED_DEFECTS = {
     "lowered",
     "out-of-range",
@@ -313,8 +339,11 @@ def memory_cases(draw: Any, defect: st.SearchStrategy[str | None]) -> Case:
     return Case("memory", entries, "pending " + "p" * 192, compacted, chosen)
 
 
-def _archive_defect(draw: Any, case: Case) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """(corrupt, extra) for the archive script."""
+def _archive_defect(
+    draw: Any, case: Case, unrelated: list[str]
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(corrupt, extra) for the archive script (``unrelated``: ids of insights holding other
+    text)."""
     defect, n = case.defect, len(case.entries)
 
     def corrupt(result: dict[str, Any]) -> dict[str, Any]:
@@ -336,6 +365,10 @@ def _archive_defect(draw: Any, case: Case) -> tuple[Callable[..., Any], Callable
             rows[0]["id"] = "pending-space-1"
         elif defect == "mismatch":
             rows[0]["memoryBodyId"] = "other"
+        elif defect in ("paraphrase", "unnamed-remember"):
+            rows[0]["id"] = f"pending-{n + 1}"  # the remember ``extra`` stages
+        elif defect == "unrelated-insight":
+            rows[0]["id"] = unrelated[0]
         elif defect == "claimed-space":
             result["memoryBodyIds"].append("elsewhere")
         elif defect == "declined":
@@ -350,6 +383,14 @@ def _archive_defect(draw: Any, case: Case) -> tuple[Callable[..., Any], Callable
         return result
 
     def extra(tools: ToolBox) -> None:
+        first = case.entries[0][0]
+        if defect == "paraphrase":
+            words = first.split()
+            tools.call(
+                "mnemon_remember", {"content": " ".join(words[:3]), "memoryBodyId": "default"}
+            )
+        elif defect == "unnamed-remember":
+            tools.call("mnemon_remember", {"content": first})
         if defect == "stray-remember":
             tools.call("mnemon_remember", {"content": case.pending, "memoryBodyId": "default"})
         elif defect == "stray-space":
@@ -358,13 +399,24 @@ def _archive_defect(draw: Any, case: Case) -> tuple[Callable[..., Any], Callable
     return corrupt, extra
 
 
-@given(memory_cases(st.sampled_from(sorted(ARCHIVE_DEFECTS))), st.data())
-def test_every_defective_archive_is_rejected_and_writes_nothing(case: Case, data: Any) -> None:
-    corrupt, extra = _archive_defect(WorkerData(data).draw, case)  # drawn on the worker's thread
+@pytest.mark.parametrize("defect", sorted(ARCHIVE_DEFECTS))  # every kind, every run
+@PER_KIND
+@given(data=st.data())
+def test_every_defective_archive_is_rejected_and_writes_nothing(
+    defect: str, data: st.DataObject
+) -> None:
+    case = data.draw(memory_cases(st.just(defect)), label="case")
+    unrelated: list[str] = []
+    # drawn on the worker's thread
+    corrupt, extra = _archive_defect(WorkerData(data).draw, case, unrelated)
     script = archive_script(
-        "default", keep=lambda _: copy.deepcopy(case.result), corrupt=corrupt, extra=extra
+        "default",
+        keep=lambda _: copy.deepcopy(case.result),
+        corrupt=corrupt,
+        extra=extra,
+        skip=(1,) if defect == "unrelated-insight" else (),  # row 1 points elsewhere
     )
-    error = _refused(case, ScriptedWorkers({"archive": script}))
+    error = _refused(case, ScriptedWorkers({"archive": script}), unrelated)
     assert case.defect is not None
     assert error.rule == ARCHIVE_DEFECTS[case.defect], (case.defect, error.message)
 

@@ -726,3 +726,51 @@ def test_worker_summaries_are_redacted_in_receipts_and_refusals() -> None:
     with pytest.raises(MaintenanceRejected) as caught:
         root.hot.add("user", "User likes green tea " + "t" * 250)
     assert SECRET not in caught.value.message and SECRET not in caught.value.detail
+
+
+@pytest.mark.parametrize(
+    ("container", "held"),
+    [
+        ("Deploys run on Fridays", True),
+        ("Note:  Deploys\trun on\nFridays.", True),  # whitespace collapsed, punctuation around
+        ("Deploys run on Fridaysish", False),  # not on a word boundary
+        ("XDeploys run on Fridays", False),
+        ("deploys run on fridays", False),  # case matters: the exact text
+        ("Deploys run on", False),
+        ("", False),
+    ],
+)
+def test_an_insight_holds_an_entry_only_verbatim_on_word_boundaries(
+    container: str, held: bool
+) -> None:
+    from mnemon_sm.maintenance.checks import holds_text
+
+    assert holds_text(container, "Deploys run on Fridays") is held
+
+
+def test_an_archive_pointing_at_an_insight_of_an_inactive_space_is_refused() -> None:
+    def to_inactive(request: WorkerRequest, tools: ToolBox) -> object:
+        return {
+            "summary": "archived",
+            "action": "archived",
+            "memoryBodyIds": [holder["space"]],
+            "archived": [
+                {"sourceIndex": e["index"], "memoryBodyId": holder["space"], "id": holder["id"]}
+                for e in request.data["snapshot"]
+            ],
+            "compactedEntries": [],
+        }
+
+    holder: dict[str, str] = {}
+    root, ports = open_root(Mixed(archive=to_inactive))
+    root.long_term.create_space("Work", "Project facts", active=True)
+    old = root.long_term.create_space("Old", "Old notes", active=True)
+    receipt = root.long_term.remember(" ".join(MEMORY_FACTS), space=old.id)  # holds them all
+    root.long_term.update_space(old.id, active=False)
+    holder["space"], holder["id"] = old.id, receipt.writes[0].receipt["id"]
+    seed(ports, [("memory", fact, "normal") for fact in MEMORY_FACTS])
+    root = reopen(ports)
+    before = world(ports)
+    with pytest.raises(MaintenanceRejected) as caught:
+        root.hot.add("memory", "A new fact that does not fit " + "x" * 600)
+    assert caught.value.rule == "archive-unknown" and world(ports) == before

@@ -228,10 +228,16 @@ class MaintenanceFlow(FlowContext):
         assert snap is not None
         candidates = self._candidates
         kept = pack([(c.content, c.importance) for c in candidates], snap.budget)
-        kind = "long-term-archive" if snap.target == "memory" else "local-compaction"
         now = iso_ms(self.clock.now_ms())
         round_ = preserved_round(
-            self._run_id, now, snap.target, kind, snap.revision, snap.entries, candidates, kept
+            self._run_id,
+            now,
+            snap.target,
+            snap.kind,
+            snap.revision,
+            snap.entries,
+            candidates,
+            kept,
         )
         try:
             self.history.append(round_, durability=self.config.durability)
@@ -256,7 +262,7 @@ class MaintenanceFlow(FlowContext):
         with contextlib.suppress(StorageError):
             self.journal.settle(self._used)
         block = MaintenanceBlock(
-            "long-term-archive" if snap.target == "memory" else "local-compaction",
+            snap.kind,
             self._run_id,
             self._summary,
             self._written,

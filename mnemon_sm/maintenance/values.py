@@ -94,6 +94,11 @@ class Snapshot:
     def size(self) -> int:
         return len(self.entries)
 
+    @property
+    def kind(self) -> Kind:
+        """What maintenance does to this target."""
+        return "long-term-archive" if self.target == "memory" else "local-compaction"
+
 
 @attrs.frozen
 class MaintenanceBlock:

@@ -62,23 +62,26 @@ def archive_script(
     corrupt: Corrupt | None = None,
     during: Callable[[], None] | None = None,
     extra: Callable[[ToolBox], None] | None = None,
+    skip: Sequence[int] = (),
 ) -> Callable[[WorkerRequest, ToolBox], object]:
-    """An archiver: remember every snapshot entry into ``space``, map each index to the
-    returned id, keep what ``keep`` proposes (default: every entry verbatim), then let
-    ``corrupt`` edit the result, ``extra`` make more tool calls and ``during`` act (another
-    writer) before returning."""
+    """An archiver: remember every snapshot entry into ``space`` (but the indexes in ``skip``,
+    mapped to an empty id for ``corrupt`` to fill), map each index to the returned id, keep
+    what ``keep`` proposes (default: every entry verbatim), then let ``corrupt`` edit the
+    result, ``extra`` make more tool calls and ``during`` act (another writer) before
+    returning."""
 
     def run(request: WorkerRequest, tools: ToolBox) -> object:
         entries: Sequence[Mapping[str, Any]] = request.data["snapshot"]
         tools.call("mnemon_memory_bodies", {})
         archived = []
         for e in entries:
-            receipt = tools.call(
-                "mnemon_remember", {"content": e["content"], "memoryBodyId": space}
-            )
-            archived.append(
-                {"sourceIndex": e["index"], "memoryBodyId": space, "id": receipt["id"]}
-            )
+            ident = ""
+            if e["index"] not in skip:
+                receipt = tools.call(
+                    "mnemon_remember", {"content": e["content"], "memoryBodyId": space}
+                )
+                ident = receipt["id"]
+            archived.append({"sourceIndex": e["index"], "memoryBodyId": space, "id": ident})
         compacted = (
             keep(entries)
             if keep is not None
