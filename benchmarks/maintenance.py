@@ -1,12 +1,15 @@
 """One capacity-maintenance round, this tree against another commit, side by side (prints JSON).
 
-A round is what ``benchmarks/hot_memory.py`` times: a full target on a fresh root (durability
-``full``, embedded long-term store, built-in workers), one add that overflows it, timed until
-its receipt (USER.md: local compaction; MEMORY.md: every entry archived into a Memory Space,
-then compacted). Both trees run the same script in child processes, alternating block by
-block (so disk and CPU noise hit both alike); each block times ``--rounds`` rounds on fresh
-copies and reports the median. The result is each tree's median over blocks and the median
-of the per-block ratios ``this tree / baseline``.
+A round is what ``benchmarks/hot_memory.py`` times: a full target (durability ``full``,
+embedded long-term store, built-in workers), one add that overflows it, timed until its
+receipt (USER.md: local compaction; MEMORY.md: every entry archived into a Memory Space, then
+compacted). Two cases per target: the *first* maintenance of a root (a copy of a root that
+never had one: a tree may create its ``state/`` files then) and a *later* round (a copy of a
+root on which one round already ran, refilled to the same entries). Both trees run the same
+script in child processes, alternating block by block (so disk and CPU noise hit both alike);
+each block times ``--rounds`` rounds per case on fresh copies and reports the median. The
+result is each tree's median over blocks and the median of the per-block ratios ``this tree /
+baseline``.
 
 The baseline is checked out with ``git worktree`` into a temporary directory (removed
 afterwards) and imported from there; nothing is installed.
@@ -27,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
+CASES = ("user_first", "user_later", "memory_first", "memory_later")
 
 # Runs in a child process with the tree to measure first on sys.path; prints one JSON line.
 CHILD = r"""
@@ -51,23 +55,33 @@ def full_target(target):
     return out
 
 result = {"module": __import__("mnemon_sm").__file__}
+PENDING = "A new durable entry that does not fit any more " * 4
+
+def one_round(template, path):
+    shutil.copytree(template, path)
+    root = MemoryRoot.open(path, config)
+    start = time.perf_counter()
+    receipt = root.hot.add(template.name.split("-")[1], PENDING)
+    took = time.perf_counter() - start
+    assert receipt.maintenance is not None
+    root.close()
+    return took
+
 try:
     for target in ("user", "memory"):
-        template = base / f"template-{target}"
-        (template / "runtime").mkdir(parents=True)
         entries = tuple(HotEntry(c, stamp, stamp, target, i) for c, i in full_target(target))
-        (template / "runtime" / "memories.json").write_bytes(HotStore(entries).encode())
-        times = []
-        for n in range(rounds):
-            path = base / f"{target}-{n}"
-            shutil.copytree(template, path)
-            root = MemoryRoot.open(path, config)
-            start = time.perf_counter()
-            receipt = root.hot.add(target, "A new durable entry that does not fit any more " * 4)
-            times.append(time.perf_counter() - start)
-            assert receipt.maintenance is not None
-            root.close()
-        result[target] = statistics.median(times) * 1e3
+        source = HotStore(entries).encode()
+        first = base / f"first-{target}"
+        (first / "runtime").mkdir(parents=True)
+        (first / "runtime" / "memories.json").write_bytes(source)
+        later = base / f"later-{target}"
+        one_round(first, later)  # a root that had its first round; then refilled
+        (later / "runtime" / "memories.json").write_bytes(source)
+        for name in ("USER.md", "MEMORY.md"):
+            (later / "runtime" / name).unlink(missing_ok=True)  # repaired when opened
+        for case, template in (("first", first), ("later", later)):
+            times = [one_round(template, base / f"{case}-{target}-{n}") for n in range(rounds)]
+            result[f"{target}_{case}"] = statistics.median(times) * 1e3
 finally:
     shutil.rmtree(base, ignore_errors=True)
 print(json.dumps(result))
@@ -108,10 +122,10 @@ def main() -> None:
         for _ in range(args.blocks):
             now = _block(HERE, args.rounds, args.dir)
             then = _block(worktree, args.rounds, args.dir)
-            for target in ("user", "memory"):
-                series["this"].setdefault(target, []).append(now[target])
-                series["baseline"].setdefault(target, []).append(then[target])
-                ratios.setdefault(target, []).append(now[target] / then[target])
+            for case in CASES:
+                series["this"].setdefault(case, []).append(now[case])
+                series["baseline"].setdefault(case, []).append(then[case])
+                ratios.setdefault(case, []).append(now[case] / then[case])
     finally:
         subprocess.run(
             ["git", "-C", str(HERE), "worktree", "remove", "--force", str(worktree)],
@@ -124,12 +138,12 @@ def main() -> None:
         "blocks": args.blocks,
         "rounds_per_block": args.rounds,
         "round_ms": {
-            target: {
-                "this": round(statistics.median(series["this"][target]), 2),
-                "baseline": round(statistics.median(series["baseline"][target]), 2),
-                "ratio": round(statistics.median(ratios[target]), 3),
+            case: {
+                "this": round(statistics.median(series["this"][case]), 2),
+                "baseline": round(statistics.median(series["baseline"][case]), 2),
+                "ratio": round(statistics.median(ratios[case]), 3),
             }
-            for target in ("user", "memory")
+            for case in CASES
         },
     }
     json.dump(result, sys.stdout, indent=2)

@@ -352,10 +352,10 @@ class MemoryRoot:
             ports.workers or BuiltinWorkers(), ports.clock, config.worker_timeout
         )
         self._shared = _Shared(ports, config, self._delegate)
-        self._flow = HotMutationFlow(ports, config, self._shared.cache)
+        history = HotHistory(ports.files)
+        self._flow = HotMutationFlow(ports, config, self._shared.cache, history)
         self._long_term: LongTermMemory | None = None
         journal = Journal(ports.files, ports.locks, config.lock_timeout_ms)
-        history = HotHistory(ports.files, ports.locks, config.lock_timeout_ms)
         with contextlib.suppress(StorageError):  # a bad journal is reported when it is needed
             journal.recover()
         self._maintenance = MaintenanceFlow(
@@ -367,7 +367,6 @@ class MemoryRoot:
             self._delegate,
             lambda: self.long_term,
             journal,
-            history,
         )
         self.hot = HotMemory(self._shared, self._flow, self._maintenance, history)
         self.context = Context(self._shared)

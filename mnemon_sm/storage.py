@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from typing import TypeVar
 
 from .convert import StructureFailed, structure
@@ -26,17 +27,27 @@ T = TypeVar("T")
 
 
 def replace_file(
-    files: Files, path: str, data: bytes, *, sync: bool, sync_dir: bool = False
+    files: Files,
+    path: str,
+    data: bytes,
+    *,
+    sync: bool,
+    sync_dir: bool = False,
+    sync_first: Sequence[str] = (),
 ) -> None:
     """Atomically make ``path`` hold ``data``.
 
     Args:
         sync: fsync the new file before the rename (its bytes are durable).
         sync_dir: fsync the directory after the rename (the rename is durable).
+        sync_first: other paths to fsync before the rename when ``sync`` is set (written
+            just before, they are flushed by the same journal commit as the new file).
     """
     temp = files.write_temp(path, data)
     try:
         if sync:
+            for other in sync_first:
+                files.fsync(other)
             files.fsync(temp)
         files.rename(temp, path)
     except StorageError:
@@ -47,10 +58,19 @@ def replace_file(
         files.fsync(path.rpartition("/")[0])
 
 
-def durable_replace(files: Files, path: str, data: bytes, durability: str) -> None:
+def durable_replace(
+    files: Files, path: str, data: bytes, durability: str, sync_first: Sequence[str] = ()
+) -> None:
     """:func:`replace_file` as a durability level asks: ``full`` fsyncs the file and its
-    directory, ``normal`` the file, ``off`` nothing."""
-    replace_file(files, path, data, sync=durability != "off", sync_dir=durability == "full")
+    directory, ``normal`` the file, ``off`` nothing (``sync_first`` likewise)."""
+    replace_file(
+        files,
+        path,
+        data,
+        sync=durability != "off",
+        sync_dir=durability == "full",
+        sync_first=sync_first,
+    )
 
 
 def parse_versioned(data: bytes, cls: type[T], *, path: str, label: str | None = None) -> T:

@@ -59,6 +59,8 @@ def quote_data(text: str) -> str:
     """Make untrusted text safe inside a data block: every ``<`` that would start one of the
     :data:`BLOCK_TAGS` (opening or closing, any case, with spaces) becomes ``<\\``, and ``{{``
     is broken up (``{ {``) for hosts that interpolate templates."""
+    if "<" not in text and "{{" not in text:
+        return text
     return _BRACES.sub("{ ", _BLOCK_TAG.sub("<\\\\", text))
 
 

@@ -426,3 +426,54 @@ def test_two_hostile_rounds_lose_nothing_with_a_crash_at_every_port_call() -> No
                 recovered = MemoryRoot.open("/r", CONFIG, ports=ports)
                 assert recovered.hot.add(target, pending).success, where  # retry works
                 assert lost(ports, owed) == [], (NEVER_LOST, where)
+
+
+# -- power loss: the commit is never durable before its history ---------------------------------
+
+HISTORY_FIRST = "INV-HOT-10"
+
+
+def test_a_power_loss_at_any_port_call_never_keeps_a_compaction_without_its_history() -> None:
+    """Durability ``full``; the power goes after each port call of the two hostile rounds (a
+    first round creating the history file, a second appending to it): whatever reached stable
+    storage still holds every acknowledged entry."""
+    config = Config(durability="full", user_limit=384, memory_limit=768)
+
+    def world() -> tuple[Ports, MemoryFiles]:
+        ports, _ = memory_ports(track_durability=True)
+        ports = attrs.evolve(ports, workers=Fixed())
+        files = ports.files
+        assert isinstance(files, MemoryFiles)
+        MemoryRoot.open("/r", config, ports=ports)
+        files.put(  # the seed is on stable storage
+            "runtime/memories.json",
+            seed(
+                ports, [("user", f"User fact {i}: " + "u" * 50, "normal") for i in range(5)]
+            ).encode(),
+        )
+        return ports, files
+
+    owed = {f"User fact {i}: " + "u" * 50 for i in range(5)}
+    pendings = ["User likes green tea " + "t" * 120, "User likes black tea " + "b" * 130]
+    ports, _ = world()
+    injector = FaultInjector()
+    root = MemoryRoot.open("/r", config, ports=faulty_ports(ports, injector))
+    start = injector.count
+    for pending in pendings:
+        root.hot.add("user", pending)
+    calls = injector.count - start
+    assert calls > 20
+    for k in range(calls):
+        ports, files = world()
+        injector = FaultInjector()
+        root = MemoryRoot.open("/r", config, ports=faulty_ports(ports, injector))
+        injector.faults[injector.count + k] = Fault(injector.count + k, "crash_before")  # type: ignore[arg-type]
+        acknowledged = set(owed)
+        try:
+            for pending in pendings:
+                receipt = root.hot.add("user", pending)
+                acknowledged.add(receipt.added or "")
+        except SimulatedCrash:
+            pass
+        files.lose_power()
+        assert lost(ports, acknowledged - {""}) == [], (HISTORY_FIRST, k, injector.names[-1])

@@ -208,3 +208,16 @@ def test_text_at_the_pattern_edges_gives_a_bounded_fixed_point(text: str, limit:
 @given(WORDS.map(" ".join))
 def test_short_lowercase_words_come_back_unchanged(text: str) -> None:
     assert redact(text) == text
+
+
+@given(
+    st.lists(
+        st.sampled_from(["sk-", "key", "=", ":", "a" * 31, "b", " ", "\n", "://"])
+        | st.text(max_size=12),
+        max_size=8,
+    ).map("".join)
+)
+def test_the_shortcut_for_text_without_secret_shapes_changes_nothing(text: str) -> None:
+    from mnemon_sm.redact import _scrub, _scrub_fully
+
+    assert _scrub(text) == _scrub_fully(text)

@@ -24,7 +24,9 @@ from mnemon_sm import (
 )
 from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.errors import MnemonError
-from mnemon_sm.hot.model import LOCK_NAME, SOURCE_PATH
+from mnemon_sm.hot.compaction import Compaction
+from mnemon_sm.hot.model import LOCK_NAME, SOURCE_PATH, parse_source
+from mnemon_sm.hot.rules import check_request
 from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
 from mnemon_sm.testing.memory import CallLog, MemoryFiles, memory_ports
 
@@ -50,7 +52,8 @@ def test_opening_creates_the_layout_and_rests_in_ready() -> None:
     root = MemoryRoot.open("/unused", Config(), ports=ports)
     assert root._flow.state == "ready"
     assert log.names() == [
-        "files.ensure_dir",
+        "files.ensure_dir",  # runtime/
+        "files.ensure_dir",  # state/
         "locks.acquire",
         "files.list",
         "files.read",
@@ -61,7 +64,7 @@ def test_opening_creates_the_layout_and_rests_in_ready() -> None:
         "files.write_temp",
         "files.rename",
         "locks.release",
-        "files.list",  # the maintenance journal's recovery finds no state/ directory
+        "files.list",  # the maintenance journal's recovery finds state/ empty
         "files.list",  # the document store's repair finds no documents/ directory
     ]
     assert ports.files.files["runtime/USER.md"] == b""
@@ -304,6 +307,19 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
     with pytest.raises(LockTimeout):
         hot.add("user", "two")
     inner.locks.let_go(LOCK_NAME)
+    store = parse_source(inner.files.files[SOURCE_PATH])  # read by hand: no port call
+    # a compaction commit preserves what it takes out
+    compaction = Compaction(
+        "user",
+        store.revision(),
+        store.of("user"),
+        (),
+        100,
+        check_request("add", "user", "three"),
+        "mnt-1-abc",
+    )
+    root._flow.run("compact", compaction=compaction)
+    assert [e.content for e in hot.history("user")] == ["one"]
     root.close()
     record(log)
     spec = load_flow(FLOW).spec

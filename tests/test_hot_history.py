@@ -1,9 +1,11 @@
 """The hot-memory history store (``state/hot-history.jsonl``): its exact format, what a
-compaction preserves, durability, torn-tail repair, strict reading, the size bound, locking,
-the real adapter's modes and symlink refusal, and concurrent appends."""
+compaction preserves, durability (the paths an append leaves to its caller to fsync), torn-tail
+repair, strict reading, the size bound, failures, the real adapter's modes and symlink refusal,
+and concurrent appends serialized by the hot-memory lock, as the commits that write it are."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
@@ -11,17 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mnemon_sm.errors import (
     CorruptStore,
     InvalidInput,
-    LockTimeout,
     StorageError,
     UnknownHistoryEntry,
 )
 from mnemon_sm.hot import history
 from mnemon_sm.hot.history import (
-    HISTORY_LOCK,
     HISTORY_PATH,
     HistoryRound,
     HotHistory,
@@ -29,7 +31,7 @@ from mnemon_sm.hot.history import (
     encode_round,
     preserved_round,
 )
-from mnemon_sm.hot.model import HotEntry, Importance, Target
+from mnemon_sm.hot.model import LOCK_NAME, HotEntry, Importance, Target
 from mnemon_sm.maintenance.values import Candidate
 from mnemon_sm.ports import Ports
 from mnemon_sm.ports.real import real_ports
@@ -55,7 +57,7 @@ def make_round(
 def fake() -> tuple[Ports, CallLog, MemoryFiles, MemoryLocks, HotHistory]:
     ports, log = memory_ports()
     assert isinstance(ports.files, MemoryFiles) and isinstance(ports.locks, MemoryLocks)
-    return ports, log, ports.files, ports.locks, HotHistory(ports.files, ports.locks, 250)
+    return ports, log, ports.files, ports.locks, HotHistory(ports.files)
 
 
 # -- format --------------------------------------------------------------------------------
@@ -193,19 +195,16 @@ def test_append_fsyncs_as_the_durability_asks(durability: str, existing: bool) -
     if existing:
         store.append(make_round("mnt-0-a"), durability="off")
         log.clear()
-    store.append(make_round("mnt-1-a"), durability=durability)
-    expected = [
+    to_sync = store.append(make_round("mnt-1-a"), durability=durability)
+    assert history_calls(log) == [
         ("files.ensure_dir", "state"),
-        ("locks.acquire", HISTORY_LOCK),
         ("files.read", HISTORY_PATH),
         ("files.append", HISTORY_PATH),
-    ]
-    if durability != "off":
-        expected.append(("files.fsync", HISTORY_PATH))
+    ]  # the fsyncs are the committing caller's, with its own file, before its commit point
+    expected: tuple[str, ...] = () if durability == "off" else (HISTORY_PATH,)
     if durability == "full" and not existing:  # the new file's name in its directory
-        expected.append(("files.fsync", "state"))
-    expected.append(("locks.release", HISTORY_LOCK))
-    assert history_calls(log) == expected
+        expected = (HISTORY_PATH, "state")
+    assert to_sync == expected
     assert [r.id for r in store.rounds()] == (["mnt-0-a"] if existing else []) + ["mnt-1-a"]
 
 
@@ -213,14 +212,13 @@ def test_append_fsyncs_as_the_durability_asks(durability: str, existing: bool) -
 def test_a_rewrite_is_atomic_and_fsyncs_as_the_durability_asks(durability: str) -> None:
     _, log, files, _, store = fake()
     files.put(HISTORY_PATH, b'{"version":1,"id":"to')  # a torn line: the file is rewritten
-    store.append(make_round("mnt-1-a"), durability=durability)
+    assert store.append(make_round("mnt-1-a"), durability=durability) == ()  # synced itself
     names = [name for name, _ in history_calls(log)]
     assert "files.append" not in names
     assert names.index("files.write_temp") < names.index("files.rename")
     assert (names.count("files.fsync"), ("files.fsync", "state") in history_calls(log)) == {
         "full": (2, True), "normal": (1, False), "off": (0, False),
     }[durability]  # fmt: skip
-    assert names[-1] == "locks.release"
 
 
 @pytest.mark.parametrize("torn", [False, True], ids=["new file", "rewrite of a torn file"])
@@ -228,13 +226,29 @@ def test_full_durability_survives_a_power_loss(torn: bool) -> None:
     ports, _ = memory_ports(track_durability=True)
     files = ports.files
     assert isinstance(files, MemoryFiles)
-    store = HotHistory(files, ports.locks, 250)
+    store = HotHistory(files)
     old = [make_round("mnt-0-a")] if torn else []
     if torn:
         files.put(HISTORY_PATH, encode_round(old[0]) + b'{"version"')
-    store.append(make_round("mnt-1-a"), durability="full")
+    for path in store.append(make_round("mnt-1-a"), durability="full"):
+        files.fsync(path)  # what the committing caller does before its commit point
     files.lose_power()
     assert store.rounds() == [*old, make_round("mnt-1-a")]
+
+
+def test_an_append_to_an_existing_file_is_durable_once_the_file_is_fsynced() -> None:
+    ports, _ = memory_ports(track_durability=True)
+    files = ports.files
+    assert isinstance(files, MemoryFiles)
+    store = HotHistory(files)
+    first, second, third = (make_round(f"mnt-{i}-a") for i in range(3))
+    for path in store.append(first, durability="full"):
+        files.fsync(path)
+    assert store.append(second, durability="full") == (HISTORY_PATH,)  # the name is durable
+    files.fsync(HISTORY_PATH)
+    store.append(third, durability="full")  # never fsynced: lost with the power
+    files.lose_power()
+    assert store.rounds() == [first, second]
 
 
 # -- torn tails ----------------------------------------------------------------------------
@@ -447,23 +461,7 @@ def test_find_of_an_unknown_id_and_of_a_repeated_one() -> None:
     assert isinstance(caught.value, LookupError)
 
 
-# -- locks and failures --------------------------------------------------------------------
-
-
-def test_a_held_lock_times_out_and_writes_nothing() -> None:
-    _, log, files, locks, store = fake()
-    store.append(make_round("mnt-1-a"), durability="off")
-    before = dict(files.files)
-    locks.hold(HISTORY_LOCK)
-    log.clear()
-    with pytest.raises(LockTimeout):
-        store.append(make_round("mnt-2-a"), durability="full")
-    assert files.files == before
-    assert [c.args for c in log.calls if c.name == "locks.acquire"] == [(HISTORY_LOCK, 250)]
-    assert not any(n in log.names() for n in ("files.append", "files.write_temp"))
-    locks.let_go(HISTORY_LOCK)
-    store.append(make_round("mnt-2-a"), durability="full")
-    assert [r.id for r in store.rounds()] == ["mnt-1-a", "mnt-2-a"]
+# -- failures ------------------------------------------------------------------------------
 
 
 def faulty_store(old: bytes, faults: list[Fault]) -> tuple[HotHistory, Ports, FaultInjector]:
@@ -472,11 +470,11 @@ def faulty_store(old: bytes, faults: list[Fault]) -> tuple[HotHistory, Ports, Fa
     inner.files.put(HISTORY_PATH, old)
     injector = FaultInjector(faults)
     ports = faulty_ports(inner, injector)
-    return HotHistory(ports.files, ports.locks, 250), inner, injector
+    return HotHistory(ports.files), inner, injector
 
 
 @pytest.mark.parametrize("torn", [False, True], ids=["append", "rewrite"])
-def test_every_failing_port_call_propagates_and_releases_the_lock(torn: bool) -> None:
+def test_every_failing_port_call_propagates_and_leaves_no_temporary_file(torn: bool) -> None:
     first, new = make_round("mnt-1-a"), make_round("mnt-2-a")
     old = encode_round(first) + (b'{"ver' if torn else b"")
     written = encode_round(first) + encode_round(new)
@@ -488,8 +486,6 @@ def test_every_failing_port_call_propagates_and_releases_the_lock(torn: bool) ->
         assert isinstance(inner.files, MemoryFiles) and isinstance(inner.locks, MemoryLocks)
         with pytest.raises(StorageError, match="injected"):
             store.append(new, durability="full")
-        if name != "locks.release":  # a release that fails cannot release
-            assert inner.locks.registry == {}, name
         assert inner.files.files[HISTORY_PATH] in (old, written), name
         assert list(inner.files.files) == [HISTORY_PATH], f"{name}: a temporary file is left"
 
@@ -513,17 +509,16 @@ def umask_zero() -> Iterator[None]:
 @pytest.mark.usefixtures("umask_zero")
 def test_real_files_are_0600_in_a_0700_directory(tmp_path: Path) -> None:
     ports = real_ports(tmp_path)
-    store = HotHistory(ports.files, ports.locks, 1000)
+    store = HotHistory(ports.files)
     store.append(make_round("mnt-1-a"), durability="full")
     path = tmp_path / HISTORY_PATH
     assert mode(path) == 0o600 and mode(tmp_path / "state") == 0o700
-    assert mode(tmp_path / HISTORY_LOCK) == 0o600
     with path.open("ab") as handle:  # a torn line: the next append rewrites the file
         handle.write(b'{"version":1')
     store.append(make_round("mnt-2-a"), durability="full")
     assert mode(path) == 0o600
     assert [r.id for r in store.rounds()] == ["mnt-1-a", "mnt-2-a"]
-    assert sorted(os.listdir(tmp_path / "state")) == [".hot-history.lock", "hot-history.jsonl"]
+    assert sorted(os.listdir(tmp_path / "state")) == ["hot-history.jsonl"]
 
 
 @pytest.mark.parametrize("dangling", [False, True], ids=["existing target", "dangling"])
@@ -535,7 +530,7 @@ def test_a_symlinked_history_file_is_never_followed(tmp_path: Path, dangling: bo
     (root / "state").mkdir(parents=True)
     (root / HISTORY_PATH).symlink_to(outside)
     ports = real_ports(root)
-    store = HotHistory(ports.files, ports.locks, 1000)
+    store = HotHistory(ports.files)
     with pytest.raises(StorageError, match="symbolic link"):
         store.append(make_round("mnt-1-a"), durability="full")
     with pytest.raises(StorageError, match="symbolic link"):
@@ -545,18 +540,6 @@ def test_a_symlinked_history_file_is_never_followed(tmp_path: Path, dangling: bo
     else:
         assert outside.read_bytes() == original
     assert (root / HISTORY_PATH).is_symlink()
-
-
-def test_a_symlinked_lock_file_is_refused(tmp_path: Path) -> None:
-    root, outside = tmp_path / "root", tmp_path / "outside.lock"
-    outside.write_bytes(b"not a lock")
-    (root / "state").mkdir(parents=True)
-    (root / HISTORY_LOCK).symlink_to(outside)
-    ports = real_ports(root)
-    with pytest.raises(StorageError, match="symbolic link"):
-        HotHistory(ports.files, ports.locks, 1000).append(make_round("x"), durability="full")
-    assert outside.read_bytes() == b"not a lock"
-    assert not (root / HISTORY_PATH).exists()
 
 
 def symlinked_state(tmp_path: Path) -> tuple[Path, Path, bytes]:
@@ -573,7 +556,7 @@ def test_an_append_never_goes_through_a_symlinked_state_directory(tmp_path: Path
     root, outside, original = symlinked_state(tmp_path)
     ports = real_ports(root)
     with pytest.raises(StorageError, match="not a directory"):
-        HotHistory(ports.files, ports.locks, 1000).append(make_round("x"), durability="full")
+        HotHistory(ports.files).append(make_round("x"), durability="full")
     assert os.listdir(outside) == ["hot-history.jsonl"]
     assert (outside / "hot-history.jsonl").read_bytes() == original
 
@@ -587,7 +570,7 @@ def test_a_read_never_goes_through_a_symlinked_state_directory(tmp_path: Path) -
     root, _, _ = symlinked_state(tmp_path)
     ports = real_ports(root)
     with pytest.raises(StorageError):
-        HotHistory(ports.files, ports.locks, 1000).rounds()
+        HotHistory(ports.files).rounds()
 
 
 @pytest.mark.parametrize("compacting", [False, True], ids=["appends", "appends and rewrites"])
@@ -601,13 +584,20 @@ def test_two_threads_appending_lose_nothing(
 
     def run(name: str) -> None:
         ports = real_ports(tmp_path)  # its own adapters, as another process would have
-        store = HotHistory(ports.files, ports.locks, 10_000)
+        store = HotHistory(ports.files)
         try:
             for i in range(50):
-                store.append(make_round(f"mnt-{name}-{i}", [f"{name} {i}"]), durability="normal")
+                ports.locks.acquire(LOCK_NAME, 10_000)  # a commit holds the hot-memory lock
+                try:
+                    round_ = make_round(f"mnt-{name}-{i}", [f"{name} {i}"])
+                    for path in store.append(round_, durability="normal"):
+                        ports.files.fsync(path)
+                finally:
+                    ports.locks.release(LOCK_NAME)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
+    real_ports(tmp_path).files.ensure_dir("runtime")  # where the hot-memory lock lives
     threads = [threading.Thread(target=run, args=(name,)) for name in ("a", "b")]
     for thread in threads:
         thread.start()
@@ -615,9 +605,34 @@ def test_two_threads_appending_lose_nothing(
         thread.join()
     assert errors == []
     ports = real_ports(tmp_path)
-    ids = [r.id for r in HotHistory(ports.files, ports.locks, 1000).rounds()]
+    ids = [r.id for r in HotHistory(ports.files).rounds()]
     assert len(ids) == 100
     for name in ("a", "b"):
         assert [i for i in ids if i.startswith(f"mnt-{name}-")] == [
             f"mnt-{name}-{i}" for i in range(50)
         ]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=30),
+            st.sampled_from(["critical", "normal", "low"]),
+            st.sampled_from(["removed", "rewritten"]),
+        ),
+        max_size=4,
+    ),
+    st.sampled_from(["user", "memory"]),
+)
+def test_the_hand_written_encoder_equals_the_converter(
+    items: list[tuple[str, Importance, str]], target: Target
+) -> None:
+    from mnemon_sm.convert import converter
+
+    entries = [
+        PreservedEntry(f"r-{i}", i, c, imp, CREATED, UPDATED, fate)  # type: ignore[arg-type]
+        for i, (c, imp, fate) in enumerate(items, 1)
+    ]
+    round_ = HistoryRound(1, "r", AT, target, "local-compaction", REVISION, entries)
+    expected = json.dumps(converter.unstructure(round_), ensure_ascii=False, separators=(",", ":"))
+    assert encode_round(round_) == (expected + "\n").encode("utf-8")

@@ -33,6 +33,7 @@ from mnemon_sm import (
     MaintenanceRejected,
     MemoryRoot,
     MnemonError,
+    StorageError,
     ToolRefused,
     UnknownHistoryEntry,
     WorkerCancelled,
@@ -211,27 +212,36 @@ def test_a_compaction_that_replaces_every_user_fact_leaves_them_all_in_the_histo
         root.hot.restore("no-such-id")
 
 
-def test_a_history_that_cannot_be_written_stops_the_compaction() -> None:
-    from mnemon_sm import LockTimeout
-    from mnemon_sm.hot.history import HISTORY_LOCK
-    from mnemon_sm.testing.memory import MemoryLocks
+class NoHistory:
+    """A file port that refuses to append to the hot-memory history (a full disk, say)."""
 
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def append(self, path: str, data: bytes) -> None:
+        if path == HISTORY_PATH:
+            raise StorageError("no space left on device")
+        self.inner.append(path, data)
+
+
+def test_a_history_that_cannot_be_written_stops_the_compaction() -> None:
     root, ports = open_root()
     base = "User prefers concise answers " + "c" * 70
     seed(
         ports,
         [("user", base, "normal"), ("user", base.upper(), "low"), ("user", base + "!", "normal")],
     )
-    root = reopen(ports)
-    locks = ports.locks
-    assert isinstance(locks, MemoryLocks)
-    locks.hold(HISTORY_LOCK)  # another process is writing the history
+    failing = attrs.evolve(ports, files=NoHistory(ports.files))
+    root = MemoryRoot.open("/r", CONFIG, ports=failing)
     before = world(ports)
-    with pytest.raises(LockTimeout):
+    with pytest.raises(StorageError, match="no space left"):
         root.hot.add("user", "User collects old maps " + "m" * 190)
     assert world(ports) == before and root._maintenance.state == "idle"
-    locks.registry.clear()
-    assert root.hot.add("user", "User collects old maps " + "m" * 190).maintenance
+    assert root.hot.history() == ()
+    assert reopen(ports).hot.add("user", "User collects old maps " + "m" * 190).maintenance
 
 
 def test_history_and_restore_on_the_command_line(tmp_path: Path) -> None:
@@ -692,6 +702,19 @@ def test_a_failed_review_records_no_secret_in_the_agent_state() -> None:
     assert SECRET not in summary and "[redacted]" in summary
     data = ports.files.read("state/lifecycle/main.json") or b""
     assert SECRET.encode() not in data
+
+
+def test_a_review_summary_is_redacted_in_the_agent_state() -> None:
+    def chatty(request: WorkerRequest, tools: ToolBox) -> object:
+        return {"summary": f"nothing new (key {SECRET})", "action": "skipped", "documentIds": []}
+
+    root, ports = open_root(Mixed(review=chatty))
+    lc = root.lifecycle("main")
+    three_turns(lc)
+    lc.tick(ports.clock.now_ms() + CONFIG.idle_review_ms)
+    assert lc.join(10)
+    assert lc.status()["lastReview"]["summary"] == "nothing new (key [redacted])"
+    assert SECRET.encode() not in (ports.files.read("state/lifecycle/main.json") or b"")
 
 
 def test_worker_summaries_are_redacted_in_receipts_and_refusals() -> None:

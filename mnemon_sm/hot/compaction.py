@@ -13,7 +13,10 @@ Rules (RULE-CMP-n):
    entries keep their order); an entry whose content equals a snapshot entry keeps that
    entry's timestamps, a merged one keeps its earliest source's ``created_at``;
 5. the pending add is then planned on the compacted store by the ordinary add rules; if it
-   would still overflow, nothing is committed.
+   would still overflow, nothing is committed;
+6. the exact text of every snapshot entry no kept candidate carries over verbatim is the
+   round the commit preserves in the hot-memory history before its commit point
+   (:func:`~mnemon_sm.hot.history.preserved_round`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import attrs
 from ..errors import InvalidInput, RevisionConflict
 from ..maintenance.packing import pack
 from ..maintenance.values import Candidate
+from .history import HistoryRound, maintenance_kind, preserved_round
 from .model import HotEntry, HotStore, Target
 from .rules import Commit, Mutation, Rejected, Unchanged, plan_mutation
 
@@ -39,13 +43,16 @@ class Compaction:
     candidates: tuple[Candidate, ...]
     budget: int
     pending: Mutation
+    run_id: str  # the maintenance run, which names the history round
 
 
 @attrs.frozen
 class Compacted:
-    """What a compaction commit did besides the add."""
+    """What a compaction commit does besides the add: how many candidates it keeps and the
+    round of entries it takes out, for the history (None: nothing is committed)."""
 
     kept: int
+    preserved: HistoryRound | None = None
 
 
 def plan_compaction(
@@ -67,6 +74,10 @@ def plan_compaction(
     if len({x.content for x in c.candidates}) != len(c.candidates):
         return Rejected(InvalidInput("compacted entries contain duplicates")), kept_none
     kept = pack([(x.content, x.importance) for x in c.candidates], c.budget)
+    kind = maintenance_kind(c.target)
+    preserved = preserved_round(
+        c.run_id, now, c.target, kind, c.revision, c.sources, c.candidates, kept
+    )
     by_content = {e.content: e for e in c.sources}
     fresh: list[HotEntry] = []
     for i in kept:
@@ -90,7 +101,7 @@ def plan_compaction(
         entries.extend(fresh)
     compacted = HotStore(tuple(entries))
     outcome = plan_mutation(compacted, c.pending, now, limit)
-    done = Compacted(len(kept))
+    done = Compacted(len(kept), preserved)
     if isinstance(outcome, Unchanged):  # the pending add equals a kept entry
         return Commit(compacted, outcome.receipt), done
     if isinstance(outcome, Rejected):

@@ -10,7 +10,10 @@ the pipeline of ``committed`` runs (lock, reload, apply the rules, commit, relea
 as the entry actions when coming from ``ready``, as an internal transition when already there.
 A commit leaves the machine in ``committed``; any other outcome is reported as an internal
 event (``duplicate_found``, ``request_rejected``, ``storage_failed``) whose edge leads to
-``ready``. So the common path is one engine step.
+``ready``. So the common path is one engine step. A compaction commit first preserves the
+entries it takes out (``preserve_entries``: one line appended to the hot-memory history, under
+the same lock, fsynced with the source before the commit point); a history that cannot be
+written fails the commit.
 
 Every pipeline step after the first decided outcome is skipped, and ``release_lock`` always
 runs, so the lock is never left held by an expected failure. Expected failures (a typed
@@ -29,6 +32,7 @@ from ..errors import CorruptStore, MnemonError, ReadOnly, StorageError
 from ..ports import Ports
 from ..text import iso_ms
 from .compaction import Compaction, plan_compaction
+from .history import STATE_DIR, HistoryRound, HotHistory
 from .model import LOCK_NAME, RUNTIME_DIR, SOURCE_PATH, HotStore
 from .rules import Commit, Mutation, Receipt, Rejected, Unchanged, check_request, plan_mutation
 from .store import (
@@ -46,14 +50,18 @@ FLOW = "hot_memory_mutation"
 class HotMutationFlow:
     """Drives one storage root's hot-memory machine. Not thread-safe: callers serialize."""
 
-    def __init__(self, ports: Ports, config: Config, cache: SourceCache) -> None:
-        self.ports, self.config, self.cache = ports, config, cache
+    def __init__(
+        self, ports: Ports, config: Config, cache: SourceCache, history: HotHistory
+    ) -> None:
+        self.ports, self.config, self.cache, self.history = ports, config, cache, history
         self.state: str | None = None  # the machine writes its state value here
         self._mutation: Mutation | Compaction | None = None
         self.kept = 0  # entries the last compaction kept
         self._store: HotStore | None = None
         self._outcome: Commit | Unchanged | Rejected | None = None
         self._failure: MnemonError | None = None
+        self._preserved: HistoryRound | None = None  # what a compaction takes out
+        self._sync_first: tuple[str, ...] = ()  # to fsync before the commit point
         self._locked = False
         try:
             self._machine: Machine = start(FLOW, self)
@@ -73,6 +81,7 @@ class HotMutationFlow:
         ``request`` mapping (the engine reserves names like ``target``).
         """
         self._mutation = self._store = self._outcome = self._failure = None
+        self._preserved, self._sync_first = None, ()
         try:
             send(self._machine, FLOW, action, request={"action": action, **fields})
         finally:
@@ -108,7 +117,10 @@ class HotMutationFlow:
     # -- pipeline steps (entry actions) ----------------------------------------------------
 
     def create_directories(self) -> None:
+        """``runtime/`` and ``state/`` (where a compaction commit preserves what it takes out,
+        so no commit pays for creating it)."""
         self._attempt(self.ports.files.ensure_dir, RUNTIME_DIR)
+        self._attempt(self.ports.files.ensure_dir, STATE_DIR)
 
     def acquire_lock(self) -> None:
         if self._locked:  # a release failed earlier: try it again first
@@ -136,9 +148,17 @@ class HotMutationFlow:
             limit = self.config.limit(self._mutation.target)
             if isinstance(self._mutation, Compaction):
                 self._outcome, done = plan_compaction(self._store, self._mutation, now, limit)
-                self.kept = done.kept
+                self.kept, self._preserved = done.kept, done.preserved
             else:
                 self._outcome = plan_mutation(self._store, self._mutation, now, limit)
+
+    def preserve_entries(self) -> None:
+        """Append what a committing compaction takes out to the history (its fsync is left
+        to the commit, which syncs it with the source before the commit point)."""
+        round_ = self._preserved
+        if self._failure is None and isinstance(self._outcome, Commit) and round_ is not None:
+            synced = self._attempt(self.history.append, round_, durability=self.config.durability)
+            self._sync_first = synced or ()
 
     def commit(self) -> None:
         outcome = self._outcome
@@ -151,6 +171,7 @@ class HotMutationFlow:
                 outcome.store,
                 self.config.durability,
                 (outcome.target,),
+                self._sync_first,
             )
             if data is not None:
                 self.cache.remember(data, outcome.store, outcome.target)
@@ -190,9 +211,9 @@ class HotMutationFlow:
     def _reload(self) -> None:
         self._store = self.cache.load(self.ports.files.read(SOURCE_PATH))
 
-    def _attempt(self, step: Any, *args: Any) -> Any:
+    def _attempt(self, step: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return step(*args)
+            return step(*args, **kwargs)
         except StorageError as exc:
             if self._failure is None:
                 self._failure = exc

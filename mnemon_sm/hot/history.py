@@ -14,10 +14,12 @@ A round is appended before the commit, so a compaction that then fails (a revisi
 a crash) leaves a round for entries that are in fact still in hot memory: the history errs on
 the side of keeping. A round without entries writes nothing.
 
-The file is host-owned and append-only: one JSON line per round, written with one ``append``
-(never interleaved with another writer's) under ``state/.hot-history.lock`` and fsynced
-unless the durability is ``off`` (``full`` also fsyncs ``state/`` when the append created
-the file). Readers take no lock. A power loss can leave the last line torn (no trailing
+The file is host-owned and append-only: one JSON line per round, written with one ``append`` by
+the maintenance commit that removes the entries, under the hot-memory lock (the only writer,
+so the history needs no lock of its own), and fsynced before that commit's point unless the
+durability is ``off`` (``full`` also fsyncs ``state/`` when the append created the file): the
+append returns the paths to fsync and the commit syncs them together with its source file.
+Readers take no lock. A power loss can leave the last line torn (no trailing
 newline); readers ignore it and the next append repairs the file by rewriting it atomically
 without the torn bytes. Every complete line is read strictly (an unknown key, a wrong type or
 version is ``CorruptStore`` naming the file); appending never parses old lines, so a corrupt
@@ -49,7 +51,7 @@ import attrs
 
 from ..convert import converter, register_camel_case
 from ..errors import InvalidInput, UnknownHistoryEntry
-from ..ports import Files, Locks
+from ..ports import Files
 from ..storage import durable_replace, parse_versioned
 from .model import TARGETS, HotEntry, Importance, Target
 
@@ -57,21 +59,21 @@ if TYPE_CHECKING:
     from ..maintenance.values import Candidate
 
 __all__ = [
-    "HISTORY_LOCK",
     "HISTORY_PATH",
     "KEEP_ROUNDS",
     "MAX_BYTES",
+    "STATE_DIR",
     "HistoryItem",
     "HistoryRound",
     "HotHistory",
     "PreservedEntry",
     "encode_round",
+    "maintenance_kind",
     "preserved_round",
 ]
 
 STATE_DIR = "state"
 HISTORY_PATH = "state/hot-history.jsonl"
-HISTORY_LOCK = "state/.hot-history.lock"
 KEEP_ROUNDS = 64  # the newest rounds a compaction never drops
 MAX_BYTES = 1 << 20  # past this size the file is compacted
 
@@ -145,6 +147,12 @@ for _cls in (PreservedEntry, HistoryRound, HistoryItem):
     register_camel_case(_cls)
 
 
+def maintenance_kind(target: str) -> Kind:
+    """What capacity maintenance does to ``target``: MEMORY.md is archived, USER.md compacted
+    locally."""
+    return "long-term-archive" if target == "memory" else "local-compaction"
+
+
 def preserved_round(
     round_id: str,
     at: str,
@@ -192,8 +200,28 @@ def preserved_round(
 
 
 def encode_round(round: HistoryRound) -> bytes:
-    """The exact bytes of ``round``'s line, trailing newline included."""
-    data: dict[str, Any] = converter.unstructure(round)
+    """The exact bytes of ``round``'s line, trailing newline included (the converter's
+    camelCase unstructuring, spelled out: a test proves the two equal)."""
+    data = {
+        "version": round.version,
+        "id": round.id,
+        "at": round.at,
+        "target": round.target,
+        "kind": round.kind,
+        "revision": round.revision,
+        "entries": [
+            {
+                "id": e.id,
+                "index": e.index,
+                "content": e.content,
+                "importance": e.importance,
+                "createdAt": e.created_at,
+                "updatedAt": e.updated_at,
+                "fate": e.fate,
+            }
+            for e in round.entries
+        ],
+    }
     return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
@@ -223,40 +251,38 @@ def _compacted(old: list[bytes], line: bytes) -> bytes:
 class HotHistory:
     """Append-only, bounded store of the entries compactions took out of hot memory."""
 
-    def __init__(self, files: Files, locks: Locks, lock_timeout_ms: int) -> None:
-        self._files, self._locks, self._timeout = files, locks, lock_timeout_ms
+    def __init__(self, files: Files) -> None:
+        self._files = files
 
-    def append(self, round: HistoryRound, *, durability: str) -> None:
-        """Append ``round`` durably as ``durability`` asks (``full``, ``normal``, ``off``);
-        a round without entries writes nothing.
+    def append(self, round: HistoryRound, *, durability: str) -> tuple[str, ...]:
+        """Write ``round`` (call it holding the hot-memory lock); returns the paths the caller
+        must fsync before its commit point for ``round`` to be durable as ``durability``
+        asks (none for ``off``, none after an atomic rewrite, which synced itself). A round
+        without entries writes nothing.
 
         Raises:
-            LockTimeout: another writer held the history lock past the timeout.
             StorageError: a read or write failed; nothing was acknowledged.
         """
         if not round.entries:
-            return
+            return ()
         line = encode_round(round)
         files = self._files
         files.ensure_dir(STATE_DIR)
-        self._locks.acquire(HISTORY_LOCK, self._timeout)
-        try:
-            current = files.read(HISTORY_PATH)
-            data = current or b""
-            complete = _complete(data)
-            if len(complete) + len(line) > MAX_BYTES:
-                rewritten = _compacted(_lines(complete), line)
-                durable_replace(files, HISTORY_PATH, rewritten, durability)
-            elif len(complete) != len(data):  # a torn last line: rewrite without it
-                durable_replace(files, HISTORY_PATH, complete + line, durability)
-            else:
-                files.append(HISTORY_PATH, line)
-                if durability != "off":
-                    files.fsync(HISTORY_PATH)
-                    if durability == "full" and current is None:  # the file's new name
-                        files.fsync(STATE_DIR)
-        finally:
-            self._locks.release(HISTORY_LOCK)
+        current = files.read(HISTORY_PATH)
+        data = current or b""
+        complete = _complete(data)
+        if len(complete) + len(line) > MAX_BYTES:
+            durable_replace(files, HISTORY_PATH, _compacted(_lines(complete), line), durability)
+            return ()
+        if len(complete) != len(data):  # a torn last line: rewrite without it
+            durable_replace(files, HISTORY_PATH, complete + line, durability)
+            return ()
+        files.append(HISTORY_PATH, line)
+        if durability == "off":
+            return ()
+        if durability == "full" and current is None:  # the file's new name too
+            return (HISTORY_PATH, STATE_DIR)
+        return (HISTORY_PATH,)
 
     def rounds(self) -> list[HistoryRound]:
         """Every round, oldest first (a torn last line is ignored).

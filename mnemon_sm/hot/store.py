@@ -17,6 +17,8 @@ is never parsed twice; equality of bytes is the proof, never a timestamp.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 from ..ports import TEMP_NAME, Files, Stamp
@@ -94,10 +96,13 @@ def write_projections(
             replace_file(files, projection_path(target), projection, sync=False)
 
 
-def write_source(files: Files, after: HotStore, durability: str) -> bytes:
-    """Step 2 of a commit (the commit point); returns the bytes written."""
+def write_source(
+    files: Files, after: HotStore, durability: str, sync_first: Sequence[str] = ()
+) -> bytes:
+    """Step 2 of a commit (the commit point); returns the bytes written. ``sync_first`` are
+    files the commit depends on (the history of what it removes), fsynced before its point."""
     data = after.encode()
-    durable_replace(files, SOURCE_PATH, data, durability)
+    durable_replace(files, SOURCE_PATH, data, durability, sync_first)
     return data
 
 
@@ -107,10 +112,12 @@ def commit(
     after: HotStore,
     durability: str,
     targets: tuple[str, ...] = TARGETS,
+    sync_first: Sequence[str] = (),
 ) -> bytes:
     """The commit protocol: projections first, then the source; returns the source bytes.
 
-    ``targets`` may name the only targets that changed, to skip comparing the others.
+    ``targets`` may name the only targets that changed, to skip comparing the others;
+    ``sync_first`` is passed to :func:`write_source`.
     """
     write_projections(files, before, after, targets)
-    return write_source(files, after, durability)
+    return write_source(files, after, durability, sync_first)

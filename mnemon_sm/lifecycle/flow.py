@@ -273,11 +273,12 @@ class LifecycleFlow:
     def _finish(
         self, review: ActiveReview, action: str, summary: str, document_ids: Sequence[str] = ()
     ) -> None:
-        """Record the end of ``review``: completed (clears the activity) unless ``failed``."""
+        """Record the end of ``review``: completed (clears the activity) unless ``failed``.
+        ``summary`` is redacted already (worker text never reaches here raw)."""
         self.review = None
         self.deadline_ms, self.armed_turn, self.dirty = None, None, True
         self.last_review = LastReview(
-            iso_ms(self.clock.now_ms()), action, review.score, redact(summary), list(document_ids)
+            iso_ms(self.clock.now_ms()), action, review.score, summary, list(document_ids)
         )
         if action == "failed":
             self._count(failures=1)

@@ -10,12 +10,11 @@ snapshot of the target (read without the lock), a worker run (on its own thread,
 timeout; no lock is ever held while a worker runs), pure checks of its result
 (:mod:`mnemon_sm.maintenance.checks`), for MEMORY.md the archive's long-term writes
 (:meth:`MaintenanceFlow.apply_archive`, which first confirms that every existing insight the
-archive names holds its entry's text), then the preservation of every entry that will leave
-hot memory in the fsynced history (:mod:`mnemon_sm.hot.history`), and finally one ``compact``
-event of the hot-memory flow, which compares the revision, packs the candidates and retries
-the pending add in the same commit. So whatever a worker returns, an entry leaves hot memory
-only after its exact text is in the history (and, for MEMORY.md, verbatim in long-term
-memory).
+archive names holds its entry's text), and finally one ``compact`` event of the hot-memory
+flow, which compares the revision, packs the candidates, preserves every entry that leaves
+hot memory in the fsynced history (:mod:`mnemon_sm.hot.history`) and retries the pending add,
+in one commit under one lock. So whatever a worker returns, an entry leaves hot memory only
+after its exact text is in the history (and, for MEMORY.md, verbatim in long-term memory).
 
 USER.md's compactor gets :class:`~mnemon_sm.workers.tools.NoTools`: the user profile never
 reaches long-term memory, and a worker that tries fails the run. MEMORY.md's archiver gets the
@@ -46,7 +45,6 @@ from ..errors import (
 )
 from ..hot.compaction import Compaction
 from ..hot.flow import HotMutationFlow
-from ..hot.history import HotHistory, preserved_round
 from ..hot.model import HotStore
 from ..hot.rules import Mutation, check_request
 from ..longterm.api import LongTermMemory
@@ -59,7 +57,7 @@ from ..workers.runner import Delegate
 from ..workers.tools import NoTools, RememberArgs, ScopedTools
 from .checks import check_archive, check_compaction, holds_text, parse_result
 from .journal import Journal, JournalWrite, content_key
-from .packing import budget, pack
+from .packing import budget
 from .prompts import render_body
 from .values import ArchivedEntry, ArchiveResult, Candidate, CompactionResult, MaintenanceBlock
 from .values import Snapshot as Snap
@@ -87,7 +85,6 @@ class MaintenanceFlow(FlowContext):
         delegate: Delegate,
         long_term: Callable[[], LongTermMemory],
         journal: Journal,
-        history: HotHistory,
     ) -> None:
         """``hot`` is the root's hot-memory flow and ``hot_mutex`` the mutex that serializes
         its use in this process: it is held for each hot-memory step, never while a worker
@@ -98,7 +95,6 @@ class MaintenanceFlow(FlowContext):
         self.hot, self.hot_mutex, self.current = hot, hot_mutex, current
         self.config, self.clock = config, clock
         self.delegate, self.long_term, self.journal = delegate, long_term, journal
-        self.history = history
         self._request: dict[str, Any] = {}
         self._overflow: CapacityExceeded | None = None
         self._pending: Mutation | None = None
@@ -223,33 +219,17 @@ class MaintenanceFlow(FlowContext):
         self._written = tuple(dict.fromkeys(a.space_id for a in applied))
         machine.raise_("archive_written")
 
-    def preserve_entries(self, machine: Machine) -> None:
-        snap = self._snapshot
-        assert snap is not None
-        candidates = self._candidates
-        kept = pack([(c.content, c.importance) for c in candidates], snap.budget)
-        now = iso_ms(self.clock.now_ms())
-        round_ = preserved_round(
-            self._run_id,
-            now,
-            snap.target,
-            snap.kind,
-            snap.revision,
-            snap.entries,
-            candidates,
-            kept,
-        )
-        try:
-            self.history.append(round_, durability=self.config.durability)
-        except StorageError as exc:
-            return self.refuse(machine, "preserve_failed", exc)
-        machine.raise_("preserved")
-
     def commit_compaction(self, machine: Machine) -> None:
         snap, pending = self._snapshot, self._pending
         assert snap is not None and pending is not None
         compaction = Compaction(
-            snap.target, snap.revision, snap.entries, self._candidates, snap.budget, pending
+            snap.target,
+            snap.revision,
+            snap.entries,
+            self._candidates,
+            snap.budget,
+            pending,
+            self._run_id,
         )
         try:
             with self.hot_mutex:

@@ -11,6 +11,7 @@ from typing import Literal
 import attrs
 
 from ..convert import register_camel_case
+from ..hot.history import maintenance_kind
 from ..hot.model import HotEntry, Importance, Target
 
 __all__ = [
@@ -97,7 +98,7 @@ class Snapshot:
     @property
     def kind(self) -> Kind:
         """What maintenance does to this target."""
-        return "long-term-archive" if self.target == "memory" else "local-compaction"
+        return maintenance_kind(self.target)
 
 
 @attrs.frozen

@@ -111,7 +111,15 @@ class MemoryFiles:
         self.log.record("files", "append", path, len(data))
         _check(path)
         self._need_dir(_parent(path))
+        old = self._versions.get(path)
         self._put(path, self.files.get(path, b"") + bytes(data), mode=self.modes.get(path, 0o600))
+        if self.track_durability and old is not None:
+            # The same file, grown: its name stays as durable as it was, and only what was
+            # fsynced of it before is durable until it is fsynced again.
+            new = self._versions[path]
+            self._contents[new] = self._contents.get(old, b"")
+            if self.durable_names.get(path) == old:
+                self.durable_names[path] = new
 
     def fsync(self, path: str) -> None:
         self.log.record("files", "fsync", path)

@@ -41,7 +41,11 @@ _PAST = {
 
 
 class BuiltinWorkers:
-    """Deterministic implementations of the recall, write and answer workers."""
+    """Deterministic implementations of every worker kind (no model, no network)."""
+
+    #: Deterministic host code that never blocks: ``Delegate.run`` runs it on the calling
+    #: thread instead of a thread of its own (see :mod:`mnemon_sm.workers.runner`).
+    trusted_inline = True
 
     def run(self, request: WorkerRequest, tools: ToolBox) -> object:
         handler = getattr(self, f"_{request.kind}", None)

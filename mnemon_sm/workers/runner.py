@@ -31,6 +31,12 @@ called a tool it was not granted; any other ``BaseException`` (``KeyboardInterru
 host's thread. :meth:`Delegate.start` starts a run without waiting (the lifecycle's background
 review) and reports its end through ``on_done``, called on the worker's thread.
 
+One exception to "a thread of its own": a ``Workers`` whose class sets ``trusted_inline =
+True`` declares itself deterministic host code that cannot hang (the built-in workers do), and
+:meth:`Delegate.run` runs it on the calling thread, with the same marking, scope and outcome
+rules, sparing the thread hand-off. Background runs (:meth:`Delegate.start`) always get a
+thread.
+
 Code running as a worker is marked with a context variable naming the root (its
 ``Delegate``) the run belongs to; that root's public API refuses to run there
 (:func:`host_only` raises ``Busy``), so a worker can neither bypass its tool box nor deadlock
@@ -235,6 +241,12 @@ class WorkerRun:
         )
         thread.start()
 
+    def run_here(self) -> None:
+        """Run the worker on the calling thread, marked as a worker all the same (for
+        ``Workers`` that declare ``trusted_inline``: deterministic host code)."""
+        self._gate.set()
+        self._main()
+
     def cancel(self, reason: str) -> None:
         """Stop the run: its tool box closes, an async worker's task is cancelled."""
         self.scope.cancel(reason)
@@ -321,6 +333,9 @@ class Delegate:
             BaseException: whatever other it raised, unchanged.
         """
         run = WorkerRun(self, request, tools, loop=HOST_LOOP.get())
+        if getattr(self.workers, "trusted_inline", False) is True:
+            run.run_here()  # host code that cannot hang: no thread to pay for
+            return run.outcome()
         run.start()
         timeout = self._timeout_ms(request.kind)
         try:
