@@ -53,7 +53,10 @@ def test_opening_creates_the_layout_and_rests_in_ready() -> None:
     assert root._flow.state == "ready"
     assert log.names() == [
         "files.ensure_dir",  # runtime/
-        "files.ensure_dir",  # state/
+        "files.read",  # no history file yet: created empty, durably
+        "files.ensure_dir",
+        "files.append",
+        "files.fsync",
         "locks.acquire",
         "files.list",
         "files.read",
@@ -64,9 +67,10 @@ def test_opening_creates_the_layout_and_rests_in_ready() -> None:
         "files.write_temp",
         "files.rename",
         "locks.release",
-        "files.list",  # the maintenance journal's recovery finds state/ empty
+        "files.list",  # the maintenance journal's recovery finds nothing to recover
         "files.list",  # the document store's repair finds no documents/ directory
     ]
+    assert ports.files.files["state/hot-history.jsonl"] == b""
     assert ports.files.files["runtime/USER.md"] == b""
     assert ports.files.files["runtime/MEMORY.md"] == b""
     assert SOURCE_PATH not in ports.files.files  # an empty store needs no source file

@@ -24,6 +24,7 @@ way out. One machine instance serves every operation of the root.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from ..config import Config
@@ -32,7 +33,7 @@ from ..errors import CorruptStore, MnemonError, ReadOnly, StorageError
 from ..ports import Ports
 from ..text import iso_ms
 from .compaction import Compaction, plan_compaction
-from .history import STATE_DIR, HistoryRound, HotHistory
+from .history import HistoryRound, HotHistory
 from .model import LOCK_NAME, RUNTIME_DIR, SOURCE_PATH, HotStore
 from .rules import Commit, Mutation, Receipt, Rejected, Unchanged, check_request, plan_mutation
 from .store import (
@@ -117,10 +118,13 @@ class HotMutationFlow:
     # -- pipeline steps (entry actions) ----------------------------------------------------
 
     def create_directories(self) -> None:
-        """``runtime/`` and ``state/`` (where a compaction commit preserves what it takes out,
-        so no commit pays for creating it)."""
+        """``runtime/``, ``state/`` and the hot-memory history file, empty (where a compaction
+        commit preserves what it takes out: no commit pays for creating it)."""
         self._attempt(self.ports.files.ensure_dir, RUNTIME_DIR)
-        self._attempt(self.ports.files.ensure_dir, STATE_DIR)
+        # Best effort: on a root that cannot be written (a read-only file system) the first
+        # compaction's append creates the file, or reports why it cannot.
+        with contextlib.suppress(StorageError):
+            self.history.create(durability=self.config.durability)
 
     def acquire_lock(self) -> None:
         if self._locked:  # a release failed earlier: try it again first

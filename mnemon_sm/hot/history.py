@@ -254,6 +254,16 @@ class HotHistory:
     def __init__(self, files: Files) -> None:
         self._files = files
 
+    def create(self, *, durability: str) -> None:
+        """Create the empty file if it is missing, durably as ``durability`` asks (opening a
+        root does, so no compaction pays for creating it)."""
+        files = self._files
+        if files.read(HISTORY_PATH) is None:
+            files.ensure_dir(STATE_DIR)
+            files.append(HISTORY_PATH, b"")
+            if durability == "full":
+                files.fsync(STATE_DIR)
+
     def append(self, round: HistoryRound, *, durability: str) -> tuple[str, ...]:
         """Write ``round`` (call it holding the hot-memory lock); returns the paths the caller
         must fsync before its commit point for ``round`` to be durable as ``durability``

@@ -38,7 +38,8 @@ from ..storage import parse_versioned, replace_file
 __all__ = ["JOURNAL_PATH", "Journal", "JournalWrite", "content_key"]
 
 STATE_DIR = "state"
-JOURNAL_PATH = "state/maintenance-journal.json"
+JOURNAL_NAME = "maintenance-journal.json"
+JOURNAL_PATH = f"{STATE_DIR}/{JOURNAL_NAME}"
 JOURNAL_LOCK = "state/.maintenance-journal.lock"
 MAX_RECORDS = 4096
 
@@ -92,8 +93,9 @@ class Journal:
         """Remove temporary files left by crashed writers and prune old records; returns the
         number of temporary files removed. Takes the journal lock."""
         files = self._files
-        if not files.list(STATE_DIR):
-            return 0
+        names = files.list(STATE_DIR)
+        if JOURNAL_NAME not in names and not any(TEMP_NAME.match(n) for n in names):
+            return 0  # nothing to recover: no lock taken
         self._locks.acquire(JOURNAL_LOCK, self._timeout)
         try:
             stale = [n for n in files.list(STATE_DIR) if TEMP_NAME.match(n)]
