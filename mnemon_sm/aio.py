@@ -14,7 +14,7 @@ client, bound to its loop, just works. Lifecycle reviews are driven by
     answer = await root.long_term.recall("deploy script")
     agent = root.lifecycle("main")
     messages = await agent.pre_step(turn, 1, messages)
-    driver = AsyncDriver(agent.sync, clock)        # fires reviews on this loop
+    driver = AsyncDriver(agent.sync)               # fires reviews on this loop
     await root.close()
 
 Cancelling an awaiting coroutine does not stop the operation already running on its thread

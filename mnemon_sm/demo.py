@@ -204,6 +204,17 @@ STEPS: list[Step] = [
         lambda r: r.hot.add("memory", _STAGING, "critical"),
     ),
     (
+        "User: What did that compaction take out of MEMORY.md?",
+        "hot.history(memory): every entry a compaction removed or rewrote, kept verbatim "
+        "(hot.restore(id) adds one back)",
+        lambda r: _Shown(
+            {
+                "preserved": len(r.hot.history("memory")),
+                "first": r.hot.history("memory")[0].to_json(),
+            }
+        ),
+    ),
+    (
         "User: How do we test the old fax gateway?",
         "long_term.recall: that low-importance note left MEMORY.md but is in long-term memory",
         lambda r: r.long_term.recall("how is the fax gateway tested"),

@@ -485,8 +485,14 @@ def test_demo_root_keeps_its_files(tmp_path: Path) -> None:
     assert contents["memory"][-2].startswith("The staging database is rebuilt every Sunday")
     assert not any("fax gateway" in c for c in contents["memory"])
     lines = proc.stdout.splitlines()
-    recalled = next(line for line in lines if "receipt:" in line and "fax gateway" in line)
-    assert '"tags": ["hot-memory-archive"]' in recalled
+    preserved = next(line for line in lines if "receipt:" in line and '"preserved"' in line)
+    assert "fax gateway" in preserved and '"fate": "removed"' in preserved  # in the history
+    recalled = next(
+        line
+        for line in lines
+        if "receipt:" in line and "fax gateway" in line and line != preserved
+    )
+    assert '"tags": ["hot-memory-archive"]' in recalled  # and archived in long-term memory
     # ... and creates documents until one is archived; its cold reference is recalled.
     assert '"archivedDocumentIds": [' in proc.stdout
     assert 'Archived document \\"Staging rollout runbook\\"' in proc.stdout

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +35,8 @@ from mnemon_sm.ports import Ports
 from mnemon_sm.ports.real import real_ports
 from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
 from mnemon_sm.testing.memory import CallLog, MemoryFiles, MemoryLocks, memory_ports
+
+from .test_real_adapter import mode, umask_zero  # noqa: F401  (a fixture)
 
 CREATED = "2026-08-01T00:00:00.000Z"
 UPDATED = "2026-08-02T00:00:00.000Z"
@@ -491,19 +491,6 @@ def test_every_failing_port_call_propagates_and_leaves_no_temporary_file(torn: b
 
 
 # -- the real adapter ----------------------------------------------------------------------
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(os.stat(path, follow_symlinks=False).st_mode)
-
-
-@pytest.fixture
-def umask_zero() -> Iterator[None]:
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 @pytest.mark.usefixtures("umask_zero")

@@ -26,6 +26,7 @@ from ..config import Config
 from ..convert import StructureFailed, structure
 from ..errors import MnemonError, WorkerFailed
 from ..ports import Clock, Files
+from ..ports.real import SystemClock
 from ..redact import redact
 from ..workers.requests import build_request
 from ..workers.runner import Delegate, WorkerRun, host_only, running_loop
@@ -295,10 +296,12 @@ class AsyncDriver:
     def __init__(
         self,
         lifecycle: AgentLifecycle,
-        clock: Clock,
+        clock: Clock | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self._lifecycle, self._clock, self._sleep = lifecycle, clock, sleep
+        """``clock`` defaults to the system's (pass the root's when it has another)."""
+        self._lifecycle, self._sleep = lifecycle, sleep
+        self._clock: Clock = clock or SystemClock()
         self._changed = asyncio.Event()
         self._stopped = False
         self._loop: asyncio.AbstractEventLoop | None = None

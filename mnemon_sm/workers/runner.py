@@ -73,7 +73,6 @@ __all__ = [
     "RunScope",
     "WorkerRun",
     "host_only",
-    "in_worker",
     "running_loop",
 ]
 
@@ -88,11 +87,6 @@ _IN_WORKER: ContextVar[object | None] = ContextVar("mnemon_sm_in_worker", defaul
 HOST_LOOP: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar(
     "mnemon_sm_host_loop", default=None
 )
-
-
-def in_worker() -> bool:
-    """Whether the calling code runs as a worker of some root (outside any tool call)."""
-    return _IN_WORKER.get() is not None
 
 
 def host_only(fn: Callable[P, R]) -> Callable[P, R]:
@@ -378,9 +372,6 @@ class Delegate:
         run = WorkerRun(self, request, tools, loop=loop or HOST_LOOP.get(), on_done=on_done)
         run.start(gated=False)
         return run
-
-    def timeout_ms(self, kind: str) -> int:
-        return self._timeout_ms(kind)
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
