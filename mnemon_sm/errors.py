@@ -218,6 +218,11 @@ class Busy(RequestRejected):
 class ReadOnly(RequestRejected):
     """The root is configured with ``writeEnabled = false``; no mutation is allowed."""
 
+    def __init__(
+        self, message: str = "this storage root is configured read-only (writeEnabled = false)"
+    ) -> None:
+        super().__init__(message)
+
 
 class StorageError(MnemonError):
     """The storage root could not be read or written. The cause, if any, is ``__cause__``."""

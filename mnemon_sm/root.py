@@ -249,7 +249,7 @@ class HotMemory:
         """
         shared = self._shared
         if not shared.config.write_enabled:
-            raise ReadOnly("this storage root is configured read-only (writeEnabled = false)")
+            raise ReadOnly()
         mutation = check_request(action, target, content, old_text, importance)
         with shared.mutex:
             store = shared.current()

@@ -181,7 +181,7 @@ class Documents:
             ``DocumentNotFound``, ``DocumentArchived``, ``DocumentCapacityExceeded``, ...
         """
         if not self._config.write_enabled:
-            raise ReadOnly("this storage root is configured read-only (writeEnabled = false)")
+            raise ReadOnly()
         if operation not in ("create", "update"):
             raise InvalidInput("a preview is of a create or an update")
         records = store.read_index(self._files)

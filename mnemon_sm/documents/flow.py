@@ -88,7 +88,7 @@ class DocumentFlow(FlowContext):
 
     def check_writable(self) -> None:
         if not self.config.write_enabled:
-            raise ReadOnly("this storage root is configured read-only (writeEnabled = false)")
+            raise ReadOnly()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
         op = request.get("operation")

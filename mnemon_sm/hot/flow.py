@@ -106,7 +106,7 @@ class HotMutationFlow:
 
     def check_writable(self) -> None:
         if not self.config.write_enabled:
-            raise ReadOnly("this storage root is configured read-only (writeEnabled = false)")
+            raise ReadOnly()
 
     def check_request(self, request: dict[str, object]) -> None:
         compaction = request.get("compaction")

@@ -225,7 +225,6 @@ class AgentLifecycle:
         """Apply an agreeing review's staged writes through the normal paths: hot memory
         first, then the document. Raises the first refusal when nothing was applied."""
         hot, document = outcome.hot, outcome.document
-        applied_hot = False
         if hot is not None:
             if hot.action == "add":
                 self._hot.add(hot.target, hot.content or "", hot.importance, maintenance=False)
@@ -235,7 +234,6 @@ class AgentLifecycle:
                 )
             else:
                 self._hot.remove(hot.target, hot.old_text or "")
-            applied_hot = True
         if document is None:
             return Applied(())
         try:
@@ -254,7 +252,7 @@ class AgentLifecycle:
                     archive_if_full=False,
                 )
         except MnemonError as exc:
-            if not applied_hot:
+            if hot is None:  # nothing was applied: the review failed
                 raise
             return Applied((), f"the document change: {exc.message}")
         return Applied((result.document.id,))

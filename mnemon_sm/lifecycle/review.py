@@ -161,10 +161,10 @@ class ReviewTools:
             raise InvalidInput("action must be add, replace, or remove")
         change = StagedHotChange(
             action,
-            _text(a, "target"),
-            _text(a, "content"),
-            _text(a, "oldText"),
-            _text(a, "importance"),
+            a.get("target", ""),
+            a.get("content"),
+            a.get("oldText"),
+            a.get("importance"),
         )
         preview = self._hot.preview(
             change.action,
@@ -193,9 +193,9 @@ class ReviewTools:
             change = StagedDocumentChange(
                 "create",
                 PENDING_DOCUMENT,
-                _text(a, "title"),
-                _text(a, "content"),
-                _text(a, "description"),
+                a.get("title"),
+                a.get("content"),
+                a.get("description"),
             )
             record = self._documents.preview(
                 "create",
@@ -205,7 +205,7 @@ class ReviewTools:
             )
         elif action == "update":
             change = StagedDocumentChange(
-                "update", str(a.get("id", "")), _text(a, "title"), _text(a, "content")
+                "update", str(a.get("id", "")), a.get("title"), a.get("content")
             )
             record = self._documents.preview(
                 "update", id=change.id, title=change.title, content=change.content
@@ -220,11 +220,6 @@ class ReviewTools:
 
         self.scope.stage(stage)
         return {"status": "staged", "action": action, "id": change.id, "title": record.title}
-
-
-def _text(a: Mapping[str, Any], key: str) -> Any:
-    """An argument as given (the preview checks its type)."""
-    return a.get(key)
 
 
 def check_receipt(

@@ -83,18 +83,15 @@ class _SearchingFlow(FlowContext):
     def _search(self) -> SearchResult:
         r = self._request
         with self.service.mutex:
-            return self._search_locked(r)
-
-    def _search_locked(self, r: Mapping[str, Any]) -> SearchResult:
-        return self.service.search(
-            r["query"],
-            space_ids=r.get("space_ids"),
-            mode=r.get("mode") or "smart",
-            limit=r.get("limit"),
-            category=r.get("category"),
-            source=r.get("source"),
-            intent=r.get("intent"),
-        )
+            return self.service.search(
+                r["query"],
+                space_ids=r.get("space_ids"),
+                mode=r.get("mode") or "smart",
+                limit=r.get("limit"),
+                category=r.get("category"),
+                source=r.get("source"),
+                intent=r.get("intent"),
+            )
 
     def reset(self) -> None:
         self._request, self._found = {}, None

@@ -368,7 +368,7 @@ class LongTermService:
 
     def _writable(self) -> None:
         if not self._write_enabled:
-            raise ReadOnly("this storage root is configured read-only (writeEnabled = false)")
+            raise ReadOnly()
 
     def _draft(self, source_ids: Sequence[str]) -> ImportDraft:
         insights: list[DraftInsight] = []
