@@ -113,6 +113,10 @@ class Config:
             180000); a run past it is cancelled and fails with ``WorkerTimeout``, nothing
             written. worker_timeouts_ms: per-kind overrides, e.g. ``{"archive": 600000}``
             (kinds: recall, write, answer, compact, archive, document_archive, review).
+        embedding_model: dense retrieval for relevance recall (needs the ``[embeddings]``
+            extra): ``all-MiniLM-L6-v2`` for the model shipped with the extra, or the path of
+            a local sentence-transformers model directory. None (the default): lexical only,
+            no model. An embedder passed to ``MemoryRoot.open`` takes precedence.
     """
 
     recall_mode: Mode = attrs.field(default="guided", validator=_one_of("guided", "off"))
@@ -140,6 +144,7 @@ class Config:
         default=WORKER_TIMEOUT_MS, validator=_between(*_WORKER_RANGE)
     )
     worker_timeouts_ms: dict[str, int] = attrs.field(factory=dict, validator=_timeouts)
+    embedding_model: str | None = attrs.field(default=None, validator=_optional_text)
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any], *, source: str = "config") -> Config:

@@ -217,7 +217,7 @@ STEPS: list[Step] = [
     (
         "User: How do we test the old fax gateway?",
         "long_term.recall: that low-importance note left MEMORY.md but is in long-term memory",
-        lambda r: r.long_term.recall("how is the fax gateway tested"),
+        lambda r: r.long_term.recall("How do we test the old fax gateway?"),
     ),
     (
         "Agent: writes three runbooks as project Documents (the active set holds 6 KiB here).",
@@ -227,8 +227,8 @@ STEPS: list[Step] = [
     ),
     (
         "User: Where did the staging rollout runbook go?",
-        "long_term.recall by its title: the cold reference names the archived file and hash",
-        lambda r: r.long_term.recall("Staging rollout runbook"),
+        "long_term.recall: the cold reference names the archived file and its hash",
+        lambda r: r.long_term.recall("Where did the staging rollout runbook go?"),
     ),
     (
         "Host: a session starts and the user's first turn begins.",
@@ -248,12 +248,12 @@ STEPS: list[Step] = [
     (
         "User (a week later): Where is the deploy script again?",
         "long_term.recall (recall worker; evidence checked by the host)",
-        lambda r: r.long_term.recall("where is the deploy script"),
+        lambda r: r.long_term.recall("Where is the deploy script again?"),
     ),
     (
         "User: What do staging deploys need again?",
         "long_term.ask (answer worker; citations checked by the host)",
-        lambda r: r.long_term.ask("what do staging deploys need"),
+        lambda r: r.long_term.ask("What do staging deploys need again?"),
     ),
 ]
 

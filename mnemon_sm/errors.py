@@ -35,6 +35,7 @@ __all__ = [
     "DocumentConflict",
     "DocumentNotFound",
     "DuplicateEntry",
+    "EmbeddingFailed",
     "IllegalEvent",
     "InactiveSpace",
     "InvalidConfig",
@@ -285,6 +286,14 @@ class MaintenanceRejected(WorkerFailed):
 
     def fields(self) -> dict[str, Any]:
         return {"rule": self.rule}
+
+
+class EmbeddingFailed(MnemonError):
+    """The embedder (a model turning texts into vectors) raised, or returned something the
+    host's checks refused: not an array, a wrong shape, a non-finite value, a zero row. Its
+    vectors were not used. The message names what was wrong, never a vector's values or the
+    texts; the embedder's own exception, if any, is ``__cause__``.
+    """
 
 
 class IllegalEvent(MnemonError):

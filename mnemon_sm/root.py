@@ -35,6 +35,7 @@ from .hot.store import SourceCache, repair_projections
 from .lifecycle.api import AgentLifecycle
 from .longterm.api import LongTermMemory
 from .longterm.catalog import Catalog
+from .longterm.embed.port import Embedder
 from .longterm.select import open_long_term
 from .maintenance.flow import MaintenanceFlow
 from .maintenance.journal import Journal
@@ -323,7 +324,7 @@ class Context:
 def _open_long_term(
     path: Path, config: Config, ports: Ports, delegate: Delegate
 ) -> LongTermMemory:
-    store = ports.long_term or open_long_term(path, ports.clock, config)
+    store = ports.long_term or open_long_term(path, ports.clock, config, ports.embedder)
     catalog = Catalog(
         ports.files,
         ports.locks,
@@ -422,6 +423,7 @@ class MemoryRoot:
         *,
         ports: Ports | None = None,
         workers: Workers | None = None,
+        embedder: Embedder | None = None,
     ) -> MemoryRoot:
         """Open (creating if needed) the storage root at ``path`` and repair it.
 
@@ -430,6 +432,8 @@ class MemoryRoot:
             config: settings; defaults to ``Config()``.
             ports: adapters to use instead of the real ones (tests, embedding).
             workers: the LLM workers to use (default: the built-in deterministic ones).
+            embedder: dense retrieval for relevance recall (default: the one
+                ``config.embedding_model`` names, else none: lexical only).
 
         Raises:
             LockTimeout, StorageError: the root cannot be used. A corrupt ``memories.json``
@@ -439,6 +443,8 @@ class MemoryRoot:
         ports = ports or real_ports(root)
         if workers is not None:
             ports = attrs.evolve(ports, workers=workers)
+        if embedder is not None:
+            ports = attrs.evolve(ports, embedder=embedder)
         return cls(root, config or Config(), ports)
 
     @host_only

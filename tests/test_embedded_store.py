@@ -608,20 +608,22 @@ def test_smart_recall_output(store: EmbeddedStore, clock: FakeClock) -> None:
     ):
         clock.advance(HOUR)
         store.remember("default", text, entities=ents)
-    result = store.recall("default", "Redis latency", limit=2)
+    result = store.recall("default", "Redis latency", mode="smart", limit=2)
     assert len(result.hits) == 2 and result.hint is None
     assert {hit.insight.content[:5] for hit in result.hits} == {"Redis"}
     assert {(hit.intent, hit.matched_via) for hit in result.hits} == {("GENERAL", "hybrid")}
     for hit in result.hits:
         assert hit.score is not None and 0 <= hit.score <= 1 and hit.score == round(hit.score, 3)
         assert hit.confidence == algo.confidence(hit.score)
-    assert store.recall("default", "what is Redis").hits[0].intent == "ENTITY"
-    assert store.recall("default", "when did Postgres vacuum").hits[0].intent == "WHEN"
-    assert store.recall("default", "Redis", intent="WHY").hits[0].intent == "WHY"
-    sparse = store.recall("default", "Redis", limit=10)
+    assert store.recall("default", "what is Redis", mode="smart").hits[0].intent == "ENTITY"
+    assert (
+        store.recall("default", "when did Postgres vacuum", mode="smart").hits[0].intent == "WHEN"
+    )
+    assert store.recall("default", "Redis", mode="smart", intent="WHY").hits[0].intent == "WHY"
+    sparse = store.recall("default", "Redis", mode="smart", limit=10)
     assert len(sparse.hits) == 3 and sparse.hint == "sparse_results"
     assert [hit.confidence for hit in result.hits] == ["high", "high"]
-    filtered = store.recall("default", "Redis", category="fact")
+    filtered = store.recall("default", "Redis", mode="smart", category="fact")
     assert filtered.hits == () and filtered.hint == "sparse_results"
 
 
@@ -637,9 +639,11 @@ def test_why_recall_orders_causes_first(store: EmbeddedStore) -> None:
         ),
     )
     cause, effect = report.ids
-    general = store.recall("default", "deploy failed rollback", intent="GENERAL").hits
+    general = store.recall(
+        "default", "deploy failed rollback", mode="smart", intent="GENERAL"
+    ).hits
     assert [h.insight.id for h in general] == [effect, cause]
-    why = store.recall("default", "why did the deploy fail rollback").hits
+    why = store.recall("default", "why did the deploy fail rollback", mode="smart").hits
     assert [h.insight.id for h in why] == [cause, effect]
 
 
@@ -691,7 +695,7 @@ def test_store_recall_equals_the_full_scan_reference(
     ]
     for query, kw in cases:
         limit = kw.pop("limit", 10)
-        got = store.recall("default", query, limit=limit, readonly=True, **kw)
+        got = store.recall("default", query, mode="smart", limit=limit, readonly=True, **kw)
         scan = reference(rows, graph, kw)
         want = algo.smart_recall(scan, query, limit=limit, intent=kw.get("intent"))
         assert got == want, query
@@ -716,7 +720,7 @@ def test_a_hub_is_read_only_up_to_the_visit_budget(tmp_path: Path, store: Embedd
         links.append(DraftEdge(j, hub, "semantic", 0.95 - j / 100 - 0.001))
     store.import_draft("default", ImportDraft(insights=items, edges=tuple(links)))
     rows, graph = snapshot(tmp_path)
-    got = store.recall("default", "alpha", limit=40, readonly=True)
+    got = store.recall("default", "alpha", mode="smart", limit=40, readonly=True)
     want = algo.smart_recall(ScanSource(rows, graph), "alpha", limit=40)
     assert got == want
     reached = {hit.insight.content for hit in got.hits if hit.matched_via == "semantic"}

@@ -311,7 +311,7 @@ def test_an_empty_recall_query_stays_one_argument(seeded: Fake) -> None:
     store = seeded.store
     a = store.remember("default", "first", importance=2).id
     b = store.remember("default", "second", importance=5).id
-    for mode in ("smart", "basic"):
+    for mode in ("relevance", "smart", "basic"):  # relevance is Mnemon's smart recall here
         result = store.recall("default", "", mode=mode, readonly=True)
         assert seeded.last()[-2:] == ["--", ""]
         assert {h.insight.id for h in result.hits} == {a, b}

@@ -31,9 +31,10 @@ _VALIDATOR_PREFIX = "check_"
 def port_methods() -> set[str]:
     """Every ``<port>.<method>`` the port protocols define."""
     from ..longterm import port as long_term_port
+    from ..longterm.embed import port as embed_port
     from ..workers import port as workers_port
 
-    modules = (ports_module, long_term_port, workers_port)
+    modules = (ports_module, long_term_port, embed_port, workers_port)
     found = set()
     for field in attrs.fields(Ports):
         name = str(field.type).removesuffix(" | None")

@@ -12,9 +12,10 @@ refuses to run inside a worker run (``Busy``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..errors import InvalidInput
 from ..workers.requests import build_request
 from ..workers.runner import Delegate, host_only
 from ..workers.tools import ScopedTools
@@ -139,7 +140,8 @@ class LongTermMemory:
     def recall(
         self, query: str, *, spaces: Sequence[str] | None = None, **options: Any
     ) -> RecallAnswer:
-        """Evidence for ``query`` through the recall worker (at most 12 items)."""
+        """Evidence for ``query`` through the recall worker (``limit`` items at most: 12 by
+        default, 50 at most)."""
         with self._recall_lock:
             answer: RecallAnswer = self._recall.perform(
                 "recall", request={"query": query, "space_ids": spaces, **options}
@@ -174,6 +176,76 @@ class LongTermMemory:
     ) -> list[dict[str, Any]]:
         with self._mutex:
             return self.service.related(space, insight_id, depth=depth, edge_type=edge)
+
+    @host_only
+    def remember_many(
+        self,
+        items: Sequence[object],
+        *,
+        space: str | None = None,
+        batch: int = 500,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Bulk import (migrations): store many memories without a worker, ``batch`` per
+        transaction, calling ``progress(done, total)`` after each batch.
+
+        Each item is a content string or a mapping with ``content`` and optionally
+        ``category``, ``importance``, ``tags``, ``entities``, ``source`` and ``createdAt``.
+        Every item is checked before anything is written; byte-identical content is stored
+        once. Imported memories get entity and causal edges and a temporal backbone per
+        source, but no proximity edges (the import path of :meth:`merge` too).
+
+        Raises:
+            InvalidInput: a malformed item (nothing written). ReadOnly, UnknownSpace,
+            InactiveSpace: as for ``remember``. StorageError: a batch failed; the batches
+            before it are stored.
+        """
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10_000:
+            raise InvalidInput("batch must be an integer from 1 to 10000")
+        with self._mutex:
+            target, drafts = self.service.prepare_import(items, space)
+        ids: list[str] = []
+        imported = skipped = 0
+        for start in range(0, len(drafts), batch):
+            with self._mutex:
+                report = self.service.import_chunk(target, drafts[start : start + batch])
+            ids += report.ids
+            imported, skipped = imported + report.imported, skipped + report.skipped
+            if progress is not None:
+                progress(len(ids), len(drafts))
+        return {
+            "memoryBodyId": target.id,
+            "memoryBodyName": target.name,
+            "imported": imported,
+            "skipped": skipped,
+            "ids": ids,
+        }
+
+    @host_only
+    def embed_missing(self, *, progress: Callable[[str, int, int], None] | None = None) -> int:
+        """Compute the vectors dense recall still lacks, in every space (a backfill after
+        configuring an embedder); ``progress(space, done, total)`` after each batch. Returns
+        how many memories were embedded. Recall also embeds a few missing ones per call.
+
+        Raises:
+            InvalidInput: no embedder is configured, or the store ranks with its own engine
+            (the Mnemon CLI). EmbeddingFailed: the embedder failed (vectors stored stay).
+        """
+        embed = getattr(self.service.store, "embed_missing", None)
+        if embed is None:
+            raise InvalidInput("this long-term store computes no vectors (the Mnemon CLI)")
+        if getattr(self.service.store, "embedder", None) is None:
+            raise InvalidInput("no embedder is configured")
+        total = 0
+        for found in self.spaces():
+            space_id = found.id
+
+            def report(done: int, of: int, space_id: str = space_id) -> None:
+                if progress is not None:
+                    progress(space_id, done, of)
+
+            total += int(embed(space_id, progress=report))
+        return total
 
     # -- writes (through the write worker) -------------------------------------------------
 

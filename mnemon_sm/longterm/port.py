@@ -63,7 +63,7 @@ class LongTermStore(Protocol):
         space: str,
         query: str,
         *,
-        mode: str = "smart",
+        mode: str = "relevance",
         limit: int = 10,
         category: str | None = None,
         source: str | None = None,

@@ -18,12 +18,12 @@ from ..errors import InvalidInput, MnemonError, WorkerFailed
 from ..workers.requests import AnswerResult, RecallResult, build_request
 from ..workers.runner import Delegate
 from ..workers.tools import READ_TOOLS, ScopedTools
-from .quality import apply_policy
-from .service import LongTermService, SearchResult
+from .quality import apply_policy, low_cutoff
+from .service import LongTermService, Retrieved, SearchResult, search_limit, select_evidence
 
 __all__ = ["AgentAnswer", "AgentSearchFlow", "DirectSearchFlow", "RecallAnswer", "RecallFlow"]
 
-RECALL_CAP = 12  # evidence items a recall returns at most (the reference's host cap)
+RECALL_DEFAULT = 12  # evidence items a recall returns unless its request says otherwise
 ANSWER_EVIDENCE = 12  # evidence items an answer worker is shown
 
 
@@ -69,43 +69,49 @@ def _search_request(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _SearchingFlow(FlowContext):
-    """Shared by the flows whose first step is the deterministic search."""
+    """Shared by the flows whose first steps are the deterministic search: ``retrieve`` asks
+    every space for its ranked candidates, ``rank`` selects the evidence (pure)."""
 
     def __init__(self, service: LongTermService) -> None:
         self.service = service
         self._request: dict[str, Any] = {}
+        self._retrieved: Retrieved | None = None
         self._found: SearchResult | None = None
         super().__init__()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
         self._request = _search_request(request)
 
-    def _search(self) -> SearchResult:
+    def retrieve(self, machine: Machine) -> None:
         r = self._request
-        with self.service.mutex:
-            return self.service.search(
-                r["query"],
-                space_ids=r.get("space_ids"),
-                mode=r.get("mode") or "smart",
-                limit=r.get("limit"),
-                category=r.get("category"),
-                source=r.get("source"),
-                intent=r.get("intent"),
-            )
+        try:
+            with self.service.mutex:
+                self._retrieved = self.service.retrieve(
+                    r["query"],
+                    space_ids=r.get("space_ids"),
+                    mode=r.get("mode") or "relevance",
+                    limit=r.get("limit"),
+                    category=r.get("category"),
+                    source=r.get("source"),
+                    intent=r.get("intent"),
+                )
+        except MnemonError as exc:
+            return self.refuse(machine, "search_failed", exc)
+        machine.raise_("retrieved")
+
+    def _selected(self) -> SearchResult:
+        assert self._retrieved is not None
+        return select_evidence(self._retrieved)
 
     def reset(self) -> None:
-        self._request, self._found = {}, None
+        self._request, self._retrieved, self._found = {}, None, None
 
 
 class DirectSearchFlow(_SearchingFlow):
     FLOW = "direct_search"
 
-    def run_search(self, machine: Machine) -> None:
-        try:
-            found = self._search()
-        except MnemonError as exc:
-            return self.refuse(machine, "search_failed", exc)
-        self.settle(machine, "search_done", found)
+    def rank(self, machine: Machine) -> None:
+        self.settle(machine, "search_done", self._selected())
 
 
 class AgentSearchFlow(_SearchingFlow):
@@ -115,11 +121,8 @@ class AgentSearchFlow(_SearchingFlow):
         self.delegate = delegate
         super().__init__(service)
 
-    def run_search(self, machine: Machine) -> None:
-        try:
-            found = self._search()
-        except MnemonError as exc:
-            return self.refuse(machine, "search_failed", exc)
+    def rank(self, machine: Machine) -> None:
+        found = self._selected()
         if not found.hits:
             return self.settle(machine, "no_evidence", AgentAnswer(found, "", ()))
         self._found = found
@@ -158,10 +161,13 @@ class RecallFlow(FlowContext):
         self._request: dict[str, Any] = {}
         self._tools: ScopedTools | None = None
         self._selection: RecallResult | None = None
+        self._evidence: list[dict[str, Any]] = []
         super().__init__()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
         checked = _search_request(request)
+        wanted = checked.get("limit")
+        checked["limit"] = RECALL_DEFAULT if wanted is None else search_limit(wanted)
         if checked.get("space_ids"):
             with self.service.mutex:  # unknown or inactive: refused
                 self.service.catalog.readable(checked["space_ids"])
@@ -171,8 +177,8 @@ class RecallFlow(FlowContext):
         r = self._request
         data = {
             "query": r["query"],
-            "mode": r.get("mode") or "smart",
-            "limit": r.get("limit") or RECALL_CAP,
+            "mode": r.get("mode") or "relevance",
+            "limit": r["limit"],
             "memoryBodyIds": r.get("space_ids"),
             "category": r.get("category"),
             "source": r.get("source"),
@@ -201,16 +207,25 @@ class RecallFlow(FlowContext):
                 )
                 return self.refuse(machine, "evidence_rejected", error)
             items.setdefault(key, found)
-        evidence = list(items.values())
-        chosen_items, _ = apply_policy(evidence, [e.get("score") for e in evidence], RECALL_CAP)
+        self._evidence = list(items.values())
+        machine.raise_("evidence_accepted")
+
+    def rank(self, machine: Machine) -> None:
+        assert self._selection is not None
+        evidence = self._evidence
+        limit = self._request["limit"]
+        low = low_cutoff(self._request.get("mode") or "relevance")
+        scores = [e.get("score") for e in evidence]
+        chosen_items, _ = apply_policy(evidence, scores, limit, low=low)
         results = tuple({**item, "relevanceTier": tier} for item, tier in chosen_items)
         answer = RecallAnswer(
             self._request["query"],
-            self._request.get("mode") or "smart",
+            self._request.get("mode") or "relevance",
             results,
             self._selection.summary.strip(),
         )
-        self.settle(machine, "evidence_accepted", answer)
+        self.settle(machine, "evidence_ranked", answer)
 
     def reset(self) -> None:
         self._request, self._tools, self._selection = {}, None, None
+        self._evidence = []

@@ -9,9 +9,12 @@ from pathlib import Path
 from ..config import Config
 from ..errors import InvalidConfig
 from ..ports import Clock
+from .embed.port import Embedder
 from .port import LongTermStore
 
-__all__ = ["COMMON_DIRS", "find_mnemon", "open_long_term"]
+__all__ = ["COMMON_DIRS", "DEFAULT_MODEL", "configured_embedder", "find_mnemon", "open_long_term"]
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the model the [embeddings] extra ships
 
 
 # Where Mnemon's own installers put the binary, after PATH (reference, section 2.1).
@@ -44,11 +47,30 @@ def find_mnemon(config: Config) -> str | None:
     return next((c for c in candidates if _executable(c)), None)
 
 
-def open_long_term(root: Path, clock: Clock, config: Config) -> LongTermStore:
+def configured_embedder(config: Config) -> Embedder | None:
+    """The embedder ``config.embedding_model`` names (None when it names none).
+
+    Raises:
+        InvalidConfig: the ``[embeddings]`` extra is missing or the model cannot be loaded.
+    """
+    name = config.embedding_model
+    if name is None:
+        return None
+    from .embed import SentenceTransformerEmbedder
+
+    if name == DEFAULT_MODEL:
+        return SentenceTransformerEmbedder()
+    return SentenceTransformerEmbedder(os.path.expanduser(name))
+
+
+def open_long_term(
+    root: Path, clock: Clock, config: Config, embedder: Embedder | None = None
+) -> LongTermStore:
     """The store ``config.long_term_store`` asks for.
 
     ``auto`` uses the Mnemon CLI when :func:`find_mnemon` finds one, and the embedded store
-    otherwise; ``mnemon`` without an executable is a configuration error.
+    otherwise; ``mnemon`` without an executable is a configuration error. The embedded store
+    gets ``embedder``, else the one the configuration names (Mnemon ranks with its own).
     """
     if config.long_term_store != "embedded":
         executable = find_mnemon(config)
@@ -60,4 +82,9 @@ def open_long_term(root: Path, clock: Clock, config: Config) -> LongTermStore:
             raise InvalidConfig("longTermStore = mnemon, but no mnemon executable was found")
     from .sqlite import EmbeddedStore
 
-    return EmbeddedStore(root, clock)
+    return EmbeddedStore(
+        root,
+        clock,
+        embedder=embedder or configured_embedder(config),
+        durability=config.durability,
+    )

@@ -7,7 +7,8 @@ CLI and the host's own direct paths. Rules kept here:
 
 - a search reads the active spaces (or the named ones, each of which must exist and be active),
   asks each for ``min(50, max(L, 3L))`` candidates, annotates every hit with the space's id and
-  name, orders by score and applies the ``strict-v1`` quality policy;
+  name, orders by score and applies the ``strict-v2`` quality policy; ``limit`` is honoured
+  from 1 to :data:`LIMIT_MAX` (50);
 - a write (remember, link, forget) goes to the named space, or the only active one; it is
   refused entirely when the root is read-only, and activates an inactive target once it
   succeeded;
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -29,20 +30,37 @@ from ..errors import InvalidInput, ReadOnly
 from . import checks
 from .catalog import Catalog, Space, check_space_fields, check_space_id
 from .port import LongTermStore
-from .quality import QualityReport, Tier, apply_policy, candidate_limit
+from .quality import QualityReport, Tier, apply_policy, candidate_limit, low_cutoff
 from .values import (
     DraftEdge,
     DraftInsight,
     ImportDraft,
+    ImportReport,
     Insight,
     RecallHit,
+    RecallResult,
 )
 
-__all__ = ["LongTermService", "SearchHit", "SearchResult", "SourceReport"]
+__all__ = [
+    "LIMIT_MAX",
+    "LongTermService",
+    "Retrieved",
+    "SearchHit",
+    "SearchResult",
+    "SourceReport",
+    "search_limit",
+    "select_evidence",
+]
 
 PROVIDER = "mnemon-native"
-LIMIT_MAX = 50
-DEPTH_MAX = 5
+LIMIT_MAX = 50  # the most hits one search or recall returns
+
+
+def search_limit(value: object) -> int:
+    """A search or recall limit: an integer from 1 to :data:`LIMIT_MAX`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LIMIT_MAX:
+        raise InvalidInput(f"limit must be an integer from 1 to {LIMIT_MAX}, not {value!r}")
+    return value
 
 
 @attrs.frozen
@@ -133,6 +151,66 @@ class SearchResult:
         return out
 
 
+@attrs.frozen
+class Retrieved:
+    """What each space returned for one search, before the quality policy."""
+
+    query: str
+    mode: str
+    limit: int
+    found: tuple[tuple[Space, RecallResult], ...]
+
+
+IMPORT_SOURCE = "mnemon-sm-import"
+_IMPORT_KEYS = {"content", "category", "importance", "tags", "entities", "source", "createdAt"}
+
+
+def _import_item(item: object, index: int) -> DraftInsight:
+    if isinstance(item, str):
+        return DraftInsight(item, source="user")
+    if not isinstance(item, Mapping):
+        raise InvalidInput(f"item {index} must be a string or a mapping")
+    unknown = set(item) - _IMPORT_KEYS
+    if unknown:
+        raise InvalidInput(
+            f"item {index} has unknown field(s): {', '.join(sorted(map(str, unknown)))}"
+        )
+    if "content" not in item:
+        raise InvalidInput(f"item {index} has no content")
+    fields = {k: item[k] for k in ("category", "importance", "source") if k in item}
+    try:
+        return DraftInsight(
+            item["content"],
+            tags=item.get("tags", ()),
+            entities=item.get("entities", ()),
+            created_at=item.get("createdAt"),
+            **{"source": "user", **fields},
+        )
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"item {index} is malformed: {exc}") from None
+
+
+def select_evidence(retrieved: Retrieved) -> SearchResult:
+    """The ranking step across spaces (pure): the quality policy per space, then every kept
+    hit by score (ties keep the spaces' order), cut to the limit."""
+    scored: list[SearchHit] = []
+    reports = []
+    limit = retrieved.limit
+    for space, found in retrieved.found:
+        scores = [h.score for h in found.hits]
+        chosen, quality = apply_policy(found.hits, scores, limit, low=low_cutoff(retrieved.mode))
+        scored += [SearchHit(space.id, space.name, hit, tier) for hit, tier in chosen]
+        status = "ready" if found.hits else "empty"
+        reports.append(
+            SourceReport(space.id, space.name, status, len(chosen), quality, found.hint)
+        )
+    scored.sort(key=lambda h: -(h.hit.score if h.hit.score is not None else 0.0))
+    hint = "sparse_results" if len(scored) < math.ceil(limit / 2) else None
+    return SearchResult(
+        retrieved.query, retrieved.mode, tuple(scored[:limit]), tuple(reports), hint
+    )
+
+
 class LongTermService:
     """The host's deterministic long-term operations over a catalog and a store.
 
@@ -157,30 +235,55 @@ class LongTermService:
         query: object,
         *,
         space_ids: Sequence[str] | None = None,
-        mode: object = "smart",
+        mode: object = "relevance",
         limit: object = None,
         category: object = None,
         source: object = None,
         intent: object = None,
         readonly: bool = False,
     ) -> SearchResult:
-        """The deterministic search over active (or named) spaces, strict-v1 applied.
+        """The deterministic search over active (or named) spaces: :meth:`retrieve`, then
+        :func:`select_evidence`.
 
         ``readonly`` searches count no access (a write worker checking for duplicates).
         """
+        return select_evidence(
+            self.retrieve(
+                query,
+                space_ids=space_ids,
+                mode=mode,
+                limit=limit,
+                category=category,
+                source=source,
+                intent=intent,
+                readonly=readonly,
+            )
+        )
+
+    def retrieve(
+        self,
+        query: object,
+        *,
+        space_ids: Sequence[str] | None = None,
+        mode: object = "relevance",
+        limit: object = None,
+        category: object = None,
+        source: object = None,
+        intent: object = None,
+        readonly: bool = False,
+    ) -> Retrieved:
+        """Each readable space's ranked candidates (``min(150, 3 x limit)`` of them)."""
         text = checks.query(query).strip()
         if not text:
             raise InvalidInput("query is required")
         mode_ = checks.mode(mode)
-        limit_ = self._default_limit if limit is None else checks.limit(limit)
+        limit_ = self._default_limit if limit is None else search_limit(limit)
         category_ = checks.category_filter(category)
         source_ = checks.source_filter(source)
         intent_ = checks.intent(intent)
-        spaces = self.catalog.readable(space_ids)
-        scored: list[SearchHit] = []
-        reports = []
-        for space in spaces:
-            found = self.store.recall(
+        found = []
+        for space in self.catalog.readable(space_ids):
+            result = self.store.recall(
                 space.id,
                 text,
                 mode=mode_,
@@ -190,15 +293,8 @@ class LongTermService:
                 intent=intent_,
                 readonly=readonly,
             )
-            chosen, quality = apply_policy(found.hits, [h.score for h in found.hits], limit_)
-            scored += [SearchHit(space.id, space.name, hit, tier) for hit, tier in chosen]
-            status = "ready" if found.hits else "empty"
-            reports.append(
-                SourceReport(space.id, space.name, status, len(chosen), quality, found.hint)
-            )
-        scored.sort(key=lambda h: -(h.hit.score if h.hit.score is not None else 0.0))
-        hint = "sparse_results" if len(scored) < math.ceil(limit_ / 2) else None
-        return SearchResult(text, mode_, tuple(scored[:limit_]), tuple(reports), hint)
+            found.append((space, result))
+        return Retrieved(text, mode_, limit_, tuple(found))
 
     def related(
         self, space_id: str, insight_id: str, *, depth: object = 2, edge_type: object = None
@@ -279,6 +375,27 @@ class LongTermService:
             source=draft.source,
         )
         return self._written(space, receipt.to_json())
+
+    def prepare_import(
+        self, items: Sequence[object], space_id: str | None
+    ) -> tuple[Space, tuple[DraftInsight, ...]]:
+        """Check a bulk import completely before anything is written: each item is a content
+        string or a mapping with ``content`` and optionally ``category``, ``importance``,
+        ``tags``, ``entities``, ``source`` and ``createdAt`` (RFC 3339; default: now)."""
+        self._writable()
+        if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+            raise InvalidInput("items must be a list of memories")
+        drafts = tuple(_import_item(item, i) for i, item in enumerate(items))
+        if drafts:
+            checks.draft(ImportDraft(drafts, (), IMPORT_SOURCE))
+        return self.catalog.writable(space_id), drafts
+
+    def import_chunk(self, space: Space, drafts: Sequence[DraftInsight]) -> ImportReport:
+        """Write one checked chunk of a bulk import (:meth:`prepare_import`)."""
+        self._writable()
+        report = self.store.import_draft(space.id, ImportDraft(tuple(drafts), (), IMPORT_SOURCE))
+        self.catalog.activate(space.id)
+        return report
 
     def link(
         self,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import attrs
 
 if TYPE_CHECKING:
+    from ..longterm.embed.port import Embedder
     from ..longterm.port import LongTermStore
     from ..workers.port import Workers
 
@@ -146,7 +147,8 @@ class Ports:
     """Everything a flow may use to reach the outside world.
 
     ``long_term`` (a ``LongTermStore``) and ``workers`` (a ``Workers``) are needed only by the
-    long-term flows; a bundle for hot memory alone may leave them out.
+    long-term flows; a bundle for hot memory alone may leave them out. ``embedder`` (an
+    ``Embedder``) is optional: without one, relevance recall is lexical.
     """
 
     files: Files
@@ -154,3 +156,4 @@ class Ports:
     clock: Clock
     long_term: LongTermStore | None = None
     workers: Workers | None = None
+    embedder: Embedder | None = None

@@ -252,6 +252,7 @@ def _recall(store: EmbeddedStore, space: str, call: _Call) -> Any:
     result = store.recall(
         space,
         query,
+        mode="smart",  # Mnemon's own recall
         limit=_number(call, "--limit", 10),
         category=call.flags.get("--cat"),
         source=call.flags.get("--source"),

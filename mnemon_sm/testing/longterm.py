@@ -103,7 +103,7 @@ class MemoryLongTermStore:
         space: str,
         query: str,
         *,
-        mode: str = "smart",
+        mode: str = "relevance",
         limit: int = 10,
         category: str | None = None,
         source: str | None = None,

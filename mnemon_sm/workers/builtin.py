@@ -62,7 +62,9 @@ class BuiltinWorkers:
         keys = ("query", "mode", "limit", "category", "source", "intent")
         arguments = {k: data[k] for k in keys if data.get(k) is not None}
         found = tools.call("mnemon_recall", {**arguments, "memoryBodyIds": wanted or None})
-        hits = found["results"]
+        # what a careful reader keeps: the high-relevance hits when there are any
+        hits = [h for h in found["results"] if h.get("relevanceTier") == "high"]
+        hits = hits or found["results"]
         searched = wanted or [s["id"] for s in spaces]
         return {
             "summary": f"{len(hits)} result(s) from {len(searched)} space(s).",
@@ -135,10 +137,10 @@ class BuiltinWorkers:
     def _answer(self, data: Mapping[str, Any], _: ToolBox) -> dict[str, Any]:
         question = words(data["question"])
         evidence: Sequence[Mapping[str, Any]] = data["evidence"]
-        ranked = sorted(
-            (e for e in evidence if question & words(e["content"])),
-            key=lambda e: -len(question & words(e["content"])),
-        )[:ANSWER_EVIDENCE]
+        shared = {e["label"]: len(question & words(e["content"])) for e in evidence}
+        best = max(shared.values(), default=0)
+        # the evidence that shares the most words with the question (evidence comes best first)
+        ranked = [e for e in evidence if best and shared[e["label"]] == best][:ANSWER_EVIDENCE]
         if not ranked:
             return {
                 "answer": "The stored evidence does not answer this question.",

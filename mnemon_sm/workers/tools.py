@@ -255,7 +255,7 @@ class ScopedTools:
         result = self._service.search(
             a.query,
             space_ids=a.memory_body_ids,
-            mode=a.mode or "smart",
+            mode=a.mode or "relevance",
             limit=a.limit,
             category=a.category,
             source=a.source,

@@ -276,7 +276,7 @@ class MnemonCliStore:
         space: str,
         query: str,
         *,
-        mode: str = "smart",
+        mode: str = "relevance",
         limit: int = 10,
         category: str | None = None,
         source: str | None = None,
@@ -295,7 +295,7 @@ class MnemonCliStore:
         ]
         with self._lock:
             space = self._existing(space)
-            if mode == "smart":
+            if mode in ("relevance", "smart"):  # Mnemon ranks with its own smart recall
                 flags = ["--limit", str(limit), *filters]
                 if intent is not None:
                     flags += ["--intent", intent]

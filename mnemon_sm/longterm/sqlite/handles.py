@@ -64,14 +64,16 @@ class Handle:
     closed: bool = False
 
     @classmethod
-    def open(cls, db: Path, identity: tuple[int, int], where: str) -> Handle:
+    def open(
+        cls, db: Path, identity: tuple[int, int], where: str, durability: str = "full"
+    ) -> Handle:
         """Connect, complete the schema, attach the side index. ``where`` names the file
         relative to the storage root in errors."""
         lock = path_lock(db)
         with lock:
             conn: sqlite3.Connection | None = None
             try:
-                conn = schema.connect(str(db))
+                conn = schema.connect(str(db), durability)
                 schema.ensure_schema(conn, where)
                 index = SideIndex(conn, str(db.parent / INDEX_FILE))
                 index.attach()

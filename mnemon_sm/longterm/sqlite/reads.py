@@ -19,9 +19,10 @@ import json
 import os
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ...errors import UnknownInsight
+from .. import ranking
 from ..values import (
     GraphEdge,
     GraphSnapshot,
@@ -31,18 +32,20 @@ from ..values import (
     RelatedHit,
     SpaceStatus,
 )
-from . import recall
+from . import lexical, recall
 from .recall import Doc, Neighbor
 from .rows import COLUMNS, insight
 from .sideindex import SideIndex
 from .tokens import EntityMatcher, token_set
 
 __all__ = [
+    "Dense",
     "SqliteSource",
     "graph",
     "list_rows",
     "recall_rows",
     "related",
+    "relevance_recall",
     "rows_by_id",
     "status",
 ]
@@ -184,6 +187,128 @@ def list_rows(
     return out
 
 
+POOL_MIN = 200  # candidates each retriever hands to the ranking, at least
+_DAY_MS = 86_400_000
+
+
+class Dense(Protocol):
+    """Dense retrieval over a store's vectors (see :mod:`.vectors`)."""
+
+    def similar(
+        self, query: str, k: int, also: Sequence[int], allowed: Collection[int] | None
+    ) -> dict[int, float]:
+        """Cosine similarity to ``query`` of the ``k`` most similar rowids (among ``allowed``
+        when given) and of every rowid in ``also`` that has a vector."""
+        ...
+
+
+def _filtered(
+    conn: sqlite3.Connection, category: str | None, source: str | None
+) -> set[int] | None:
+    filters = [(c, v) for c, v in (("category", category), ("source", source)) if v]
+    if not filters:
+        return None
+    clause = " AND ".join(f"{column} = ?" for column, _ in filters)
+    rows = conn.execute(f"SELECT doc FROM idx.docs WHERE {clause}", [v for _, v in filters])
+    return {int(doc) for (doc,) in rows}
+
+
+def _rows_by_rowid(conn: sqlite3.Connection, docs: Sequence[int]) -> dict[int, Insight]:
+    out: dict[int, Insight] = {}
+    for start in range(0, len(docs), _CHUNK):
+        part = docs[start : start + _CHUNK]
+        rows = conn.execute(
+            f"SELECT {COLUMNS} FROM main.insights"
+            f" WHERE rowid IN ({_marks(part)}) AND +deleted_at IS NULL",
+            part,
+        )
+        out.update((int(row[0]), insight(row)) for row in rows)
+    return out
+
+
+def _edges_for_ranking(
+    conn: sqlite3.Connection, ids: Sequence[str]
+) -> tuple[list[tuple[str, str, float]], set[str]]:
+    """Edges among ``ids`` other than temporal proximity, and the superseded among them."""
+    wanted = set(ids)
+    edges: list[tuple[str, str, float]] = []
+    superseded: set[str] = set()
+    for part in _parts(ids):
+        rows = conn.execute(
+            "SELECT source_id, target_id, edge_type, coalesce(weight, 1.0), metadata"
+            f" FROM main.edges WHERE source_id IN ({_marks(part)})",
+            part,
+        )
+        for src, dst, kind, weight, meta in rows:
+            if dst not in wanted:
+                continue
+            if kind == "supersedes":
+                superseded.add(str(dst))
+                continue
+            if kind == "temporal" and _label(kind, meta) == "proximity":
+                continue
+            edges.append((str(src), str(dst), float(weight)))
+    return edges, superseded
+
+
+def relevance_recall(
+    conn: sqlite3.Connection,
+    index: SideIndex,
+    query: str,
+    *,
+    limit: int,
+    category: str | None,
+    source: str | None,
+    now_ms: int,
+    dense: Dense | None = None,
+) -> RecallResult:
+    """Relevance recall (the default mode): lexical and, with vectors, dense candidates
+    ranked by :mod:`..ranking`. Reads only."""
+    terms = lexical.expand(
+        lexical.query_terms(query), index.frequency, index.extensions, index.neighbours
+    )
+    pool = max(POOL_MIN, 4 * limit)
+    found = (
+        index.lexical_pool(lexical.match_expression(terms), pool, category, source)
+        if terms
+        else []
+    )
+    similar: dict[int, float] = {}
+    if dense is not None:
+        similar = dense.similar(query, pool, found, _filtered(conn, category, source))
+    docs = list(dict.fromkeys([*found, *similar]))
+    rows = _rows_by_rowid(conn, docs)
+    stored = index.terms_of(found)
+    stats = index.stats([variant for term in terms for variant, _ in term.variants])
+    lexical_of = {doc: lexical.lexical_score(terms, stored.get(doc, []), stats) for doc in rows}
+    order = sorted(
+        rows,
+        key=lambda doc: -ranking.relevance(ranking.Features(lexical_of[doc], similar.get(doc))),
+    )
+    ids = [rows[doc].id for doc in order]
+    edges, superseded = _edges_for_ranking(conn, ids)
+    near = ranking.graph_proximity(ids, edges)
+    features = {}
+    for doc, item in rows.items():
+        age = (now_ms - recall.ts_key(item.created_at) * 1000) / _DAY_MS
+        features[doc] = ranking.Features(
+            lexical_of[doc],
+            similar.get(doc),
+            age_days=age,
+            importance=item.importance,
+            access_count=item.access_count,
+            graph=near.get(item.id, 0.0),
+            superseded=item.id in superseded,
+        )
+    ranked = ranking.rank(features)[:limit]
+    hits = []
+    for entry in ranked:
+        value = round(entry.score, 3)
+        item = rows[entry.key]
+        hits.append(RecallHit(item, value, None, entry.via, recall.confidence(value)))
+    return RecallResult(tuple(hits), recall.SPARSE_HINT if len(hits) < limit / 2 else None)
+
+
 def recall_rows(
     conn: sqlite3.Connection,
     index: SideIndex,
@@ -194,8 +319,21 @@ def recall_rows(
     category: str | None,
     source: str | None,
     intent: str | None,
+    now_ms: int,
+    dense: Dense | None = None,
 ) -> RecallResult:
-    """Recall without side effects (smart, keyword or basic)."""
+    """Recall without side effects (relevance, smart, keyword or basic)."""
+    if mode == "relevance":
+        return relevance_recall(
+            conn,
+            index,
+            query,
+            limit=limit,
+            category=category,
+            source=source,
+            now_ms=now_ms,
+            dense=dense,
+        )
     if mode == "basic":
         found = list_rows(conn, query, category, source, limit)
         hits = tuple(RecallHit(item) for item in found)

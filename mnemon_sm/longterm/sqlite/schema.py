@@ -107,9 +107,14 @@ _ADDED_COLUMNS = {
 }
 
 
-def connect(path: str) -> sqlite3.Connection:
+SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
+
+
+def connect(path: str, durability: str = "full") -> sqlite3.Connection:
     """Open the existing file ``path`` (never create it: a store is created on purpose, with
-    its mode) with the store's settings: autocommit, WAL, foreign keys, busy timeout."""
+    its mode) with the store's settings: autocommit, WAL, foreign keys, busy timeout, and the
+    root's durability: ``full`` syncs the WAL on every commit, ``normal`` at checkpoints only
+    (a commit may be lost to a power cut, never torn), ``off`` never."""
     conn = sqlite3.connect(
         Path(path).absolute().as_uri() + "?mode=rw",
         uri=True,
@@ -120,6 +125,7 @@ def connect(path: str) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA main.synchronous = {SYNCHRONOUS[durability]}")
     conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
     return conn
 

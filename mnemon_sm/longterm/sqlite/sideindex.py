@@ -36,6 +36,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from .lexical import Stats, analyze
 from .recall import ts_key
 from .rows import COLUMNS, insight
 from .tokens import EntityMatcher, entity_key, token_set
@@ -43,14 +44,17 @@ from .tokens import EntityMatcher, entity_key, token_set
 __all__ = ["INDEX_FILE", "SideIndex", "content_hash"]
 
 INDEX_FILE = "mnemon-sm-index.db"
-FORMAT = "1"
+FORMAT = "2"
 _CHUNK = 500  # ids per IN (...) list
-_TABLES = ("docs", "postings", "ent_postings", "ents")
+_SCAN = 400  # vocabulary rows a prefix lookup reads at most
+_NEAR_SCAN = 1000  # vocabulary rows a spelling lookup reads at most
+_TABLES = ("fts_vocab", "fts", "docs", "postings", "ent_postings", "ents", "totals")
 _DDL = (
     "CREATE TABLE IF NOT EXISTS idx.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS idx.docs (doc INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
     " category TEXT NOT NULL, source TEXT NOT NULL, imp INTEGER NOT NULL, ts INTEGER NOT NULL,"
-    " hash INTEGER NOT NULL, sig INTEGER NOT NULL, tokens TEXT NOT NULL, ents TEXT NOT NULL)",
+    " hash INTEGER NOT NULL, sig INTEGER NOT NULL, tokens TEXT NOT NULL, ents TEXT NOT NULL,"
+    " terms TEXT NOT NULL, dl INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS idx.docs_ts ON docs(ts, doc)",
     "CREATE INDEX IF NOT EXISTS idx.docs_source_ts ON docs(source, ts, doc)",
     "CREATE INDEX IF NOT EXISTS idx.docs_hash ON docs(hash)",
@@ -61,6 +65,14 @@ _DDL = (
     " PRIMARY KEY (key, doc)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS idx.ents (key TEXT PRIMARY KEY, df INTEGER NOT NULL)"
     " WITHOUT ROWID",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS idx.fts USING fts5(terms, content='docs',"
+    " content_rowid='doc', tokenize='unicode61 remove_diacritics 0', detail=column)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS idx.fts_vocab USING fts5vocab(fts, 'row')",
+    "CREATE TABLE IF NOT EXISTS idx.totals (id INTEGER PRIMARY KEY CHECK (id = 0),"
+    " docs INTEGER NOT NULL, length INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO idx.totals VALUES (0, 0, 0)",
+    "CREATE TABLE IF NOT EXISTS idx.vectors (hash INTEGER PRIMARY KEY, model TEXT NOT NULL,"
+    " vec BLOB NOT NULL)",
 )
 _SIG_COLUMNS = (
     "id, updated_at, importance, category, source, created_at, length(content), tags, entities"
@@ -143,7 +155,19 @@ class SideIndex:
         for statement in _DDL:
             self.conn.execute(statement)
         self._matcher = None
+        self.changed()
+
+    def changed(self) -> None:
+        """Note a change of the index inside the current transaction (bumps ``generation``)."""
         self.dirty = True
+        self.conn.execute(
+            "INSERT INTO idx.meta VALUES ('generation', '1') ON CONFLICT(key)"
+            " DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def generation(self) -> str:
+        """A counter of the index's changes (any connection's), for caches built on it."""
+        return self._meta("generation") or "0"
 
     # -- staleness --------------------------------------------------------------------------
 
@@ -222,6 +246,7 @@ class SideIndex:
         docs: list[tuple[Any, ...]] = []
         postings: list[tuple[str, int, int, int]] = []
         ents: list[tuple[str, int]] = []
+        length = 0
         rows = self.conn.execute(
             f"SELECT {COLUMNS}, {_SIG_COLUMNS} FROM main.insights"
             f" WHERE rowid IN ({_marks(rowids)}) AND +deleted_at IS NULL",
@@ -230,22 +255,31 @@ class SideIndex:
         for row in rows:
             doc, item = row[0], insight(row[:11])
             tokens = token_set(item.content, *item.tags, *item.entities)
+            terms = analyze(" ".join((item.content, *item.tags, *item.entities)))
             keys = sorted({entity_key(e) for e in item.entities})
             ts = ts_key(item.created_at)
+            length += len(terms)
             docs.append(
                 (
                     *(doc, item.id, item.category, item.source, item.importance, ts),
                     *(content_hash(item.content), _sig(row[11:])),
-                    *(" ".join(sorted(tokens)), json.dumps(keys)),
+                    *(" ".join(sorted(tokens)), json.dumps(keys), " ".join(terms), len(terms)),
                 )
             )
             postings.extend((token, item.importance, ts, doc) for token in tokens)
             ents.extend((key, doc) for key in keys)
         if not docs:
             return
-        self.dirty = True
+        self.changed()
         postings.sort()
-        self.conn.executemany("INSERT INTO idx.docs VALUES (?,?,?,?,?,?,?,?,?,?)", docs)
+        self.conn.executemany("INSERT INTO idx.docs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", docs)
+        self.conn.executemany(
+            "INSERT INTO idx.fts (rowid, terms) VALUES (?, ?)", [(d[0], d[10]) for d in docs]
+        )
+        self.conn.execute(
+            "UPDATE idx.totals SET docs = docs + ?, length = length + ? WHERE id = 0",
+            (len(docs), length),
+        )
         self.conn.executemany("INSERT INTO idx.postings VALUES (?,?,?,?)", postings)
         self.conn.executemany("INSERT INTO idx.ent_postings VALUES (?,?)", ents)
         self.conn.executemany(
@@ -260,12 +294,19 @@ class SideIndex:
         """Drop these rowids from the index (missing ones are ignored)."""
         for doc in docs:
             row = self.conn.execute(
-                "SELECT imp, ts, tokens, ents FROM idx.docs WHERE doc = ?", (doc,)
+                "SELECT imp, ts, tokens, ents, terms, dl, hash FROM idx.docs WHERE doc = ?", (doc,)
             ).fetchone()
             if row is None:
                 continue
-            self.dirty = True
+            self.changed()
             imp, ts, tokens, keys = row[0], row[1], row[2].split(), json.loads(row[3])
+            self.conn.execute(
+                "INSERT INTO idx.fts (fts, rowid, terms) VALUES ('delete', ?, ?)", (doc, row[4])
+            )
+            self.conn.execute(
+                "UPDATE idx.totals SET docs = docs - 1, length = length - ? WHERE id = 0",
+                (row[5],),
+            )
             self.conn.executemany(
                 "DELETE FROM idx.postings WHERE token = ? AND imp = ? AND ts = ? AND doc = ?",
                 [(token, imp, ts, doc) for token in tokens],
@@ -279,6 +320,11 @@ class SideIndex:
                 if gone.rowcount and self._matcher is not None:
                     self._matcher.discard(key)
             self.conn.execute("DELETE FROM idx.docs WHERE doc = ?", (doc,))
+            self.conn.execute(
+                "DELETE FROM idx.vectors WHERE hash = ?1"
+                " AND NOT EXISTS (SELECT 1 FROM idx.docs WHERE hash = ?1)",
+                (row[6],),
+            )
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -318,6 +364,72 @@ class SideIndex:
             (*args, k),
         )
         return self._ids([doc for doc, _ in rows])
+
+    # -- relevance ---------------------------------------------------------------------------
+
+    def frequency(self, terms: Sequence[str]) -> dict[str, int]:
+        """The document frequency of those ``terms`` the index holds."""
+        out: dict[str, int] = {}
+        for term in terms:
+            row = self.conn.execute(
+                "SELECT doc FROM idx.fts_vocab WHERE term = ?", (term,)
+            ).fetchone()
+            if row is not None and row[0] > 0:
+                out[term] = int(row[0])
+        return out
+
+    def extensions(self, term: str, k: int) -> list[str]:
+        """Up to ``k`` stored terms that start with ``term`` (longer ones), most frequent first,
+        among the first :data:`_SCAN` in order."""
+        rows = self.conn.execute(
+            "SELECT term, doc FROM idx.fts_vocab WHERE term > ? AND term < ? LIMIT ?",
+            (term, term + "\U0010ffff", _SCAN),
+        ).fetchall()
+        rows.sort(key=lambda row: (-row[1], row[0]))
+        return [str(found) for found, _ in rows[:k]]
+
+    def neighbours(self, term: str, bound: int) -> list[str]:
+        """Stored terms sharing the first three letters of ``term`` whose length is within
+        ``bound`` of its length (at most :data:`_NEAR_SCAN` looked at)."""
+        head = term[:3]
+        rows = self.conn.execute(
+            "SELECT term FROM idx.fts_vocab WHERE term >= ? AND term < ? LIMIT ?",
+            (head, head + "\U0010ffff", _NEAR_SCAN),
+        )
+        return [str(found) for (found,) in rows if abs(len(found) - len(term)) <= bound]
+
+    def stats(self, terms: Sequence[str]) -> Stats:
+        """The collection's size and mean length, and the frequency of ``terms``."""
+        docs, length = self.conn.execute(
+            "SELECT docs, length FROM idx.totals WHERE id = 0"
+        ).fetchone()
+        mean = length / docs if docs else 0.0
+        return Stats(int(docs), mean, self.frequency(terms))
+
+    def lexical_pool(
+        self, expression: str, k: int, category: str | None, source: str | None
+    ) -> list[int]:
+        """Rowids of the ``k`` best FTS5 (bm25) matches of ``expression``, filtered."""
+        where, args = ["fts MATCH ?"], list[Any]([expression])
+        filters = [(c, v) for c, v in (("category", category), ("source", source)) if v]
+        if filters:
+            clause = " AND ".join(f"{column} = ?" for column, _ in filters)
+            where.append(f"rowid IN (SELECT doc FROM idx.docs WHERE {clause})")
+            args.extend(value for _, value in filters)
+        rows = self.conn.execute(
+            f"SELECT rowid FROM idx.fts WHERE {' AND '.join(where)} ORDER BY rank LIMIT ?",
+            (*args, k),
+        )
+        return [int(doc) for (doc,) in rows]
+
+    def terms_of(self, docs: Sequence[int]) -> dict[int, list[str]]:
+        """The analyzed terms of these rowids."""
+        out: dict[int, list[str]] = {}
+        for part in _chunks(docs):
+            sql = f"SELECT doc, terms FROM idx.docs WHERE doc IN ({_marks(part)})"
+            for doc, text in self.conn.execute(sql, tuple(part)):
+                out[int(doc)] = text.split()
+        return out
 
     def newest(self, k: int, category: str | None = None, source: str | None = None) -> list[str]:
         """Ids of the ``k`` newest active insights (ts, then rowid), optionally filtered."""

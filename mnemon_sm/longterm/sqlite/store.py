@@ -27,7 +27,8 @@ import os
 import shutil
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -35,9 +36,10 @@ from typing import TypeVar
 
 import attrs
 
-from ...errors import InvalidInput, UnknownSpace
+from ...errors import EmbeddingFailed, InvalidInput, StorageError, UnknownSpace
 from ...ports import Clock
 from .. import checks
+from ..embed import Embedder, Vectors, embed_checked
 from ..locks import path_lock
 from ..values import (
     Capabilities,
@@ -52,17 +54,25 @@ from ..values import (
     RememberReceipt,
     SpaceStatus,
 )
-from . import reads, writes
+from . import reads, schema, vectors, writes
 from .handles import Handle, mkdir_private, storage_error
 from .reads import in_order
 from .sideindex import SideIndex
 from .tx import Tx
+from .vectors import EMBED_PER_RECALL, VectorSet
 
-__all__ = ["DB_FILE", "EmbeddedStore"]
+__all__ = ["DB_FILE", "DENSE_UNAVAILABLE", "EmbeddedStore"]
 
 T = TypeVar("T")
 DB_FILE = "mnemon.db"
-_OPLOG_NAMES = {"smart": "recall", "basic": "recall:basic", "keyword": "search"}
+DENSE_UNAVAILABLE = "dense_unavailable"  # the hint of a relevance recall whose embedder failed
+_QUERY_CACHE = 256
+_OPLOG_NAMES = {
+    "relevance": "recall",
+    "smart": "recall",
+    "basic": "recall:basic",
+    "keyword": "search",
+}
 
 
 class EmbeddedStore:
@@ -73,9 +83,22 @@ class EmbeddedStore:
         clock: the source of every timestamp written.
         prune_ceiling: auto-prune when a space holds more active insights than this; 0 (the
             default) turns auto-prune off. Mnemon's own default is 1000.
+        embedder: turns texts into vectors for dense retrieval in relevance recall (None: lexical
+            only). Its failures never fail a recall: it goes on lexically, hinted
+            ``dense_unavailable``.
+        durability: ``full`` (the default) syncs every commit, ``normal`` syncs at WAL
+            checkpoints, ``off`` never (the root's ``durability`` setting).
     """
 
-    def __init__(self, root: str | Path, clock: Clock, *, prune_ceiling: int = 0) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        clock: Clock,
+        *,
+        prune_ceiling: int = 0,
+        embedder: Embedder | None = None,
+        durability: str = "full",
+    ) -> None:
         if isinstance(prune_ceiling, bool) or not isinstance(prune_ceiling, int):
             raise InvalidInput("prune_ceiling must be an integer")
         if prune_ceiling < 0:
@@ -85,12 +108,23 @@ class EmbeddedStore:
         self._ceiling = prune_ceiling
         self._handles: dict[str, Handle] = {}
         self._guard = threading.Lock()
+        self._embedder = embedder
+        if durability not in schema.SYNCHRONOUS:
+            raise InvalidInput("durability must be full, normal or off")
+        self._durability = durability
+        self._queries: OrderedDict[str, Vectors] = OrderedDict()  # recent query vectors
+        self._vectors: dict[str, VectorSet] = {}  # per space; used under its file lock
 
     # -- plumbing -----------------------------------------------------------------------------
 
     @property
     def root(self) -> Path:
         return self._root
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder of dense retrieval, if any."""
+        return self._embedder
 
     @property
     def capabilities(self) -> Capabilities:
@@ -115,7 +149,7 @@ class EmbeddedStore:
             if handle is not None:
                 with handle.lock:
                     handle.close(checkpoint=False)
-            handle = Handle.open(db, identity, f"data/{space}/{DB_FILE}")
+            handle = Handle.open(db, identity, f"data/{space}/{DB_FILE}", self._durability)
             self._handles[space] = handle
             return handle
 
@@ -228,7 +262,7 @@ class EmbeddedStore:
         space: str,
         query: str,
         *,
-        mode: str = "smart",
+        mode: str = "relevance",
         limit: int = 10,
         category: str | None = None,
         source: str | None = None,
@@ -242,8 +276,11 @@ class EmbeddedStore:
         source = checks.source_filter(source)
         intent = checks.intent(intent)
 
+        now_ms = self._clock.now_ms()
+        dense = self._dense(space, query) if mode == "relevance" else None
+
         def run(conn: sqlite3.Connection, index: SideIndex) -> RecallResult:
-            return reads.recall_rows(
+            found = reads.recall_rows(
                 conn,
                 index,
                 query,
@@ -252,7 +289,12 @@ class EmbeddedStore:
                 category=category,
                 source=source,
                 intent=intent,
+                now_ms=now_ms,
+                dense=None if dense is None else dense.bind(conn, index),
             )
+            if dense is not None and dense.failed:
+                return attrs.evolve(found, hint=DENSE_UNAVAILABLE)
+            return found
 
         if readonly:
             return self._read(
@@ -268,6 +310,81 @@ class EmbeddedStore:
             return attrs.evolve(result, hits=hits)
 
         return self._write(space, "recall", counted)
+
+    # -- vectors ------------------------------------------------------------------------------
+
+    def _dense(self, space: str, query: str) -> _DenseRecall | None:
+        """Prepare the dense half of a relevance recall: embed up to EMBED_PER_RECALL insights
+        that lack a vector, then the query; an embedder failure leaves it lexical."""
+        embedder = self._embedder
+        if embedder is None:
+            return None
+        try:
+            self._embed_batch(space, embedder, EMBED_PER_RECALL)
+            vector = self._query_vector(embedder, query)
+        except (EmbeddingFailed, StorageError):
+            return _DenseRecall(self, space, None)
+        return _DenseRecall(self, space, vector)
+
+    def _query_vector(self, embedder: Embedder, query: str) -> Vectors:
+        key = f"{embedder.model_id}\n{query}"
+        with self._guard:
+            found = self._queries.get(key)
+            if found is not None:
+                self._queries.move_to_end(key)
+                return found
+        vector: Vectors = embed_checked(embedder, [query])[0]
+        with self._guard:
+            self._queries[key] = vector
+            while len(self._queries) > _QUERY_CACHE:
+                self._queries.popitem(last=False)
+        return vector
+
+    def _embed_batch(self, space: str, embedder: Embedder, k: int) -> int:
+        """Embed up to ``k`` insights without a vector (no lock held while the model runs);
+        returns how many were stored."""
+        model = embedder.model_id
+        todo = self._read(space, "embed", lambda h: vectors.pending(h.conn, model, k), index=True)
+        if not todo:
+            return 0
+        found = embed_checked(embedder, [content for _, content in todo])
+        items = [(digest, found[i]) for i, (digest, _) in enumerate(todo)]
+
+        def body(tx: Tx) -> int:
+            written = vectors.store_vectors(tx.conn, model, items)
+            if written:
+                tx.index.changed()
+            return written
+
+        self._write(space, "embed", body)
+        return len(todo)
+
+    def embed_missing(
+        self, space: str, *, batch: int = 64, progress: Callable[[int, int], None] | None = None
+    ) -> int:
+        """Embed every insight of ``space`` that has no vector yet, ``batch`` at a time,
+        calling ``progress(done, total)`` after each batch; returns how many were embedded.
+
+        Raises:
+            InvalidInput: no embedder is configured. EmbeddingFailed: the embedder failed
+            (what was stored before stays).
+        """
+        embedder = self._embedder
+        if embedder is None:
+            raise InvalidInput("no embedder is configured")
+        model = embedder.model_id
+        total = self._read(
+            space, "embed", lambda h: vectors.missing_count(h.conn, model), index=True
+        )
+        done = 0
+        while True:
+            count = self._embed_batch(space, embedder, max(1, batch))
+            if not count:
+                break
+            done += count
+            if progress is not None:
+                progress(done, max(total, done))
+        return done
 
     def related(
         self, space: str, insight_id: str, *, depth: int = 2, edge_type: str | None = None
@@ -351,3 +468,34 @@ class EmbeddedStore:
             "import",
             lambda tx: writes.import_draft(tx, items, draft_edges, self._ceiling),
         )
+
+
+class _DenseRecall:
+    """The dense half of one relevance recall: the query vector, bound to the store's
+    connection when the recall reads (``vector`` None: the embedder failed)."""
+
+    def __init__(self, store: EmbeddedStore, space: str, vector: Vectors | None) -> None:
+        self._store, self._space, self._vector = store, space, vector
+        self.failed = vector is None
+
+    def bind(self, conn: sqlite3.Connection, index: SideIndex) -> reads.Dense | None:
+        embedder = self._store._embedder
+        if self._vector is None or embedder is None:
+            return None
+        # called under the space's file lock, which guards its vector set
+        found = self._store._vectors.get(self._space)
+        if found is None or found.model != embedder.model_id:
+            found = VectorSet(embedder.model_id, embedder.dimensions)
+            self._store._vectors[self._space] = found
+        found.refresh(conn, index.generation())
+        return _BoundDense(found, self._vector)
+
+
+class _BoundDense:
+    def __init__(self, found: VectorSet, vector: Vectors) -> None:
+        self._set, self._vector = found, vector
+
+    def similar(
+        self, query: str, k: int, also: Sequence[int], allowed: Collection[int] | None
+    ) -> dict[int, float]:
+        return self._set.similar(self._vector, k, also, allowed)

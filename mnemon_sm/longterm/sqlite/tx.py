@@ -40,19 +40,23 @@ class Tx:
     index: SideIndex
     now_ms: int
     touched: set[str] = attrs.Factory(set)
+    stamp: str = attrs.field(init=False)  # the operation's one timestamp, as Mnemon writes it
 
-    @property
-    def stamp(self) -> str:
-        return stamp(self.now_ms)
+    def __attrs_post_init__(self) -> None:
+        self.stamp = stamp(self.now_ms)
 
     def edge(self, src: str, dst: str, kind: str, weight: float, meta: dict[str, Any]) -> None:
-        self.conn.execute(
+        self.edges([(src, dst, kind, weight, meta)])
+
+    def edges(self, rows: list[tuple[str, str, str, float, dict[str, Any]]]) -> None:
+        self.conn.executemany(
             "INSERT OR REPLACE INTO main.edges"
             " (source_id, target_id, edge_type, weight, metadata, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
-            (src, dst, kind, weight, compact(meta), self.stamp),
+            [(src, dst, kind, w, compact(meta), self.stamp) for src, dst, kind, w, meta in rows],
         )
-        self.touched.update((src, dst))
+        for src, dst, *_ in rows:
+            self.touched.update((src, dst))
 
     def pair(
         self,
@@ -67,8 +71,7 @@ class Tx:
         """Both directions; with ``directed`` the metadata says precedes / succeeds."""
         forward = {**meta, "direction": "precedes"} if directed else meta
         backward = {**meta, "direction": "succeeds"} if directed else meta
-        self.edge(older, newer, kind, weight, forward)
-        self.edge(newer, older, kind, weight, backward)
+        self.edges([(older, newer, kind, weight, forward), (newer, older, kind, weight, backward)])
 
     def log(self, operation: str, insight_id: str | None, detail: dict[str, Any]) -> None:
         cur = self.conn.execute(

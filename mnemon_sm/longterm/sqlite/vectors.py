@@ -1,0 +1,167 @@
+"""Vectors for dense retrieval: stored in the side index, searched in memory.
+
+Theory of operation
+-------------------
+With an embedder configured, every active insight gets a vector of its content, stored in the
+side index (``idx.vectors``: content hash, model id, float32 bytes), never in ``mnemon.db``:
+Mnemon's own ``embedding`` column holds vectors of Mnemon's model, and mixing two models' spaces
+would corrupt its recall. Keyed by content hash, a vector survives rebuilds of the side index and
+is shared by insights with the same content; a vector whose content no active insight holds any
+more is deleted with the last such insight, and one of another model id is ignored and replaced.
+
+Vectors are computed lazily, outside every lock: a recall first embeds up to
+:data:`EMBED_PER_RECALL` insights that have none (newest first), so what was just remembered is
+found by meaning at once, and :meth:`EmbeddedStore.embed_missing` does the rest in batches with
+progress. Writing them is idempotent (``INSERT OR IGNORE`` by content hash, only while an active
+insight holds that content).
+
+:class:`VectorSet` is a store connection's in-memory copy, one row per indexed insight, kept in
+step with the side index's ``generation`` counter (every change to docs or vectors bumps it):
+on a change it reads the (rowid, hash) list and loads only the vectors it lacks, so a recall
+after one remember does not reload the whole matrix. Search is one matrix-vector product.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Collection, Sequence
+
+import numpy
+
+from ..embed.port import Vectors
+
+__all__ = ["EMBED_PER_RECALL", "VectorSet", "missing_count", "pending", "store_vectors"]
+
+EMBED_PER_RECALL = 64
+
+
+def pending(conn: sqlite3.Connection, model: str, k: int) -> list[tuple[int, str]]:
+    """(content hash, content) of up to ``k`` active insights without a vector of ``model``,
+    newest first."""
+    rows = conn.execute(
+        "SELECT d.hash, i.content FROM idx.docs d JOIN main.insights i ON i.rowid = d.doc"
+        " WHERE NOT EXISTS (SELECT 1 FROM idx.vectors v WHERE v.hash = d.hash AND v.model = ?)"
+        " ORDER BY d.doc DESC LIMIT ?",
+        (model, k),
+    )
+    seen: dict[int, str] = {}
+    for digest, content in rows:
+        seen.setdefault(int(digest), str(content))
+    return list(seen.items())
+
+
+def missing_count(conn: sqlite3.Connection, model: str) -> int:
+    """How many active insights have no vector of ``model``."""
+    row = conn.execute(
+        "SELECT count(*) FROM idx.docs d WHERE NOT EXISTS"
+        " (SELECT 1 FROM idx.vectors v WHERE v.hash = d.hash AND v.model = ?)",
+        (model,),
+    ).fetchone()
+    return int(row[0])
+
+
+def store_vectors(
+    conn: sqlite3.Connection, model: str, items: Sequence[tuple[int, Vectors]]
+) -> int:
+    """Store vectors by content hash while an active insight holds that content; a vector of
+    another model for the same hash is replaced. Returns how many were written."""
+    written = 0
+    for digest, vector in items:
+        if conn.execute("SELECT 1 FROM idx.docs WHERE hash = ? LIMIT 1", (digest,)).fetchone():
+            data = numpy.asarray(vector, dtype="<f4").tobytes()
+            conn.execute(
+                "INSERT INTO idx.vectors VALUES (?, ?, ?) ON CONFLICT(hash) DO UPDATE SET"
+                " model = excluded.model, vec = excluded.vec WHERE model != excluded.model",
+                (digest, model, data),
+            )
+            written += 1
+    return written
+
+
+class VectorSet:
+    """The vectors of one store's indexed insights, for one model (see the module)."""
+
+    def __init__(self, model: str, dimensions: int) -> None:
+        self.model, self.dimensions = model, dimensions
+        self._generation: str | None = None
+        self._slot: dict[int, int] = {}  # rowid -> row of the matrix
+        self._hash: dict[int, int] = {}  # rowid -> content hash of its vector
+        self._docs = numpy.full(0, -1, dtype=numpy.int64)
+        self._matrix = numpy.zeros((0, dimensions), dtype=numpy.float32)
+        self._free: list[int] = []
+
+    def refresh(self, conn: sqlite3.Connection, generation: str) -> None:
+        if generation == self._generation:
+            return
+        current = dict(conn.execute("SELECT doc, hash FROM idx.docs").fetchall())
+        for doc in [d for d, h in self._hash.items() if current.get(d) != h]:
+            self._drop(doc)
+        missing = [doc for doc in current if doc not in self._slot]
+        for start in range(0, len(missing), 500):
+            part = missing[start : start + 500]
+            marks = ",".join("?" * len(part))
+            rows = conn.execute(
+                "SELECT d.doc, d.hash, v.vec FROM idx.docs d JOIN idx.vectors v"
+                f" ON v.hash = d.hash WHERE v.model = ? AND d.doc IN ({marks})",
+                (self.model, *part),
+            )
+            for doc, digest, data in rows:
+                vector = numpy.frombuffer(data, dtype="<f4")
+                if vector.shape == (self.dimensions,) and numpy.isfinite(vector).all():
+                    self._put(int(doc), int(digest), vector)
+        self._generation = generation
+
+    def _put(self, doc: int, digest: int, vector: Vectors) -> None:
+        if self._free:
+            slot = self._free.pop()
+        else:
+            slot = len(self._slot) + len(self._free)
+            if slot >= len(self._docs):
+                grown = max(64, 2 * len(self._docs))
+                docs = numpy.full(grown, -1, dtype=numpy.int64)
+                docs[: len(self._docs)] = self._docs
+                matrix = numpy.zeros((grown, self.dimensions), dtype=numpy.float32)
+                matrix[: len(self._matrix)] = self._matrix
+                self._docs, self._matrix = docs, matrix
+        self._docs[slot] = doc
+        self._matrix[slot] = vector
+        self._slot[doc], self._hash[doc] = slot, digest
+
+    def _drop(self, doc: int) -> None:
+        slot = self._slot.pop(doc)
+        del self._hash[doc]
+        self._docs[slot] = -1
+        self._matrix[slot] = 0.0
+        self._free.append(slot)
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def similar(
+        self, query: Vectors, k: int, also: Sequence[int], allowed: Collection[int] | None
+    ) -> dict[int, float]:
+        """Cosine similarity of the ``k`` nearest rowids (among ``allowed``) and of ``also``."""
+        used = len(self._slot) + len(self._free)
+        if not self._slot:
+            return {}
+        if allowed is None:
+            slots = numpy.arange(used)
+        else:
+            slots = numpy.fromiter(
+                (self._slot[d] for d in allowed if d in self._slot), dtype=numpy.int64
+            )
+        out: dict[int, float] = {}
+        if len(slots):
+            sims = self._matrix[slots] @ query
+            docs = self._docs[slots]
+            sims[docs < 0] = -numpy.inf
+            top = min(k, len(slots))
+            best = numpy.argpartition(-sims, top - 1)[:top]
+            for i in best:
+                if docs[i] >= 0:
+                    out[int(docs[i])] = float(sims[i])
+        for doc in also:
+            slot = self._slot.get(doc)
+            if slot is not None and (allowed is None or doc in allowed):
+                out.setdefault(doc, float(self._matrix[slot] @ query))
+        return out

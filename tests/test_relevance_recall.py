@@ -1,0 +1,306 @@
+"""Relevance recall (the default mode) of the embedded store, its side index and vectors, the
+bulk import and the strict-v2 policy as a host sees them.
+
+Expected rankings are read from the rules of ``longterm/sqlite/lexical.py`` and
+``longterm/ranking.py`` (stems, rarity, bounded signals), never from the functions' output.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from mnemon_sm.config import Config
+from mnemon_sm.errors import InvalidInput, ReadOnly
+from mnemon_sm.longterm.sqlite import EmbeddedStore
+from mnemon_sm.longterm.sqlite.lexical import analyze, edit_distance, query_terms
+from mnemon_sm.longterm.sqlite.store import DENSE_UNAVAILABLE
+from mnemon_sm.ports import Ports
+from mnemon_sm.root import MemoryRoot
+from mnemon_sm.testing.embed import EMBEDDER_DEFECTS, FakeEmbedder, FaultyEmbedder
+from mnemon_sm.testing.memory import FakeClock, MemoryFiles, MemoryLocks
+from mnemon_sm.workers.builtin import BuiltinWorkers
+
+NOW = 1_786_608_000_000
+DAY = 86_400_000
+SPACE = "default"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+def _store(tmp_path: Path, clock: FakeClock, **kw: object) -> EmbeddedStore:
+    store = EmbeddedStore(tmp_path / "root", clock, **kw)  # type: ignore[arg-type]
+    store.create_space(SPACE)
+    return store
+
+
+def _contents(store: EmbeddedStore, query: str, **kw: object) -> list[str]:
+    found = store.recall(SPACE, query, readonly=True, **kw)  # type: ignore[arg-type]
+    return [h.insight.content for h in found.hits]
+
+
+# -- the analyzer ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Researching", "research"),
+        ("signing keys", "signing key"),
+        ("relocated", "relocating"),
+        ("cats", "cat"),
+    ],
+)
+def test_inflections_share_terms(a: str, b: str) -> None:
+    assert analyze(a) == analyze(b)
+
+
+def test_question_words_are_not_terms() -> None:
+    assert query_terms("What did you tell me about Redis?") == ["redi"]
+    assert query_terms("what is it") == []
+
+
+def test_edit_distance_counts_a_swap_as_one() -> None:
+    assert edit_distance("lisbon", "lisbno", 1) == 1
+    assert edit_distance("restaurant", "resturant", 2) == 1
+    assert edit_distance("mango", "melon", 1) == 2  # bound + 1: more than allowed
+
+
+# -- lexical relevance ----------------------------------------------------------------------
+
+
+def test_a_user_question_finds_the_fact(tmp_path: Path, clock: FakeClock) -> None:
+    store = _store(tmp_path, clock)
+    for text in (
+        "My cat is named Miso",
+        "We deploy with the release script on Tuesdays",
+        "Caroline is researching adoption agencies",
+        "The signing key lives in the vault",
+        "Our database is PostgreSQL 16",
+        "I had lunch at a great restaurant in Lisbon",
+    ):
+        store.remember(SPACE, text)
+    assert _contents(store, "what is my cat called")[0] == "My cat is named Miso"
+    assert _contents(store, "what did Caroline research?")[0].startswith("Caroline")
+    assert _contents(store, "where are the signing keys")[0].startswith("The signing key")
+    assert _contents(store, "which postgres version")[0] == "Our database is PostgreSQL 16"
+    assert _contents(store, "best resturant in Lisbn")[0].endswith("in Lisbon")
+    assert _contents(store, "what is it") == []  # nothing to look for: nothing found
+
+
+def test_rare_words_outweigh_common_ones(tmp_path: Path, clock: FakeClock) -> None:
+    store = _store(tmp_path, clock)
+    for i in range(12):
+        store.remember(SPACE, f"Maya talked about the weather, part {i}")
+    store.remember(SPACE, "The allergy is to peanuts")
+    top = _contents(store, "What is Maya's allergy?")
+    assert top[0] == "The allergy is to peanuts"
+
+
+def test_recent_irrelevant_memories_are_never_returned(tmp_path: Path, clock: FakeClock) -> None:
+    store = _store(tmp_path, clock)
+    old = store.remember(SPACE, "The Falcon project is led by Priya", importance=1)
+    clock.advance(300 * DAY)
+    for i in range(30):
+        new = store.remember(SPACE, f"small talk about lunch number {i}", importance=5)
+        store.link(SPACE, new.id, old.id, edge_type="semantic", weight=1.0)
+    found = store.recall(SPACE, "who leads Falcon", readonly=True)
+    assert [h.insight.id for h in found.hits] == [old.id]
+
+
+def test_scores_are_normalised_and_ordered(tmp_path: Path, clock: FakeClock) -> None:
+    store = _store(tmp_path, clock)
+    for text in ("kiwi mango papaya", "kiwi mango", "kiwi", "mango stone river window"):
+        store.remember(SPACE, text)
+    hits = store.recall(SPACE, "kiwi mango papaya", readonly=True).hits
+    scores = [h.score for h in hits]
+    assert all(s is not None and 0 < s <= 1 for s in scores)
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert hits[0].insight.content == "kiwi mango papaya"
+    assert {h.matched_via for h in hits} == {"lexical"}
+
+
+def test_filters_apply_to_relevance_recall(tmp_path: Path, clock: FakeClock) -> None:
+    store = _store(tmp_path, clock)
+    store.remember(SPACE, "kiwi from the user", category="fact")
+    store.remember(SPACE, "kiwi from the agent", category="fact", source="agent")
+    store.remember(SPACE, "kiwi decision", category="decision")
+    assert _contents(store, "kiwi", category="decision") == ["kiwi decision"]
+    assert _contents(store, "kiwi", source="agent") == ["kiwi from the agent"]
+
+
+def test_forget_and_rebuild_keep_the_index_true(tmp_path: Path, clock: FakeClock) -> None:
+    store = _store(tmp_path, clock)
+    a = store.remember(SPACE, "kiwi orchard notes")
+    store.remember(SPACE, "kiwi harvest notes")
+    store.forget(SPACE, a.id)
+    assert _contents(store, "kiwi orchard") == ["kiwi harvest notes"]
+    store.rebuild_index(SPACE)
+    assert _contents(store, "kiwi orchard") == ["kiwi harvest notes"]
+
+
+def test_an_index_of_the_previous_format_is_rebuilt(tmp_path: Path, clock: FakeClock) -> None:
+    store = _store(tmp_path, clock)
+    store.remember(SPACE, "kiwi orchard notes")
+    store.close()
+    index = tmp_path / "root" / "data" / SPACE / "mnemon-sm-index.db"
+    conn = sqlite3.connect(index)
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'format'")
+    conn.execute("DELETE FROM docs")  # what a format-1 index holds is not this format's
+    conn.commit()
+    conn.close()
+    reopened = EmbeddedStore(tmp_path / "root", clock)
+    assert _contents(reopened, "orchard") == ["kiwi orchard notes"]
+
+
+@pytest.mark.parametrize(("durability", "level"), [("full", 2), ("normal", 1), ("off", 0)])
+def test_the_store_syncs_as_the_root_asks(
+    tmp_path: Path, clock: FakeClock, durability: str, level: int
+) -> None:
+    store = _store(tmp_path, clock, durability=durability)
+    handle = store._handle(SPACE)
+    assert handle.conn.execute("PRAGMA main.synchronous").fetchone()[0] == level
+    with pytest.raises(InvalidInput):
+        EmbeddedStore(tmp_path, clock, durability="sometimes")
+
+
+# -- dense retrieval ------------------------------------------------------------------------
+
+
+def test_an_embedder_finds_what_shares_no_word(tmp_path: Path, clock: FakeClock) -> None:
+    embedder = FakeEmbedder(synonyms={"gf": "girlfriend"})
+    store = _store(tmp_path, clock, embedder=embedder)
+    store.remember(SPACE, "My girlfriend loves hiking")
+    store.remember(SPACE, "The deploy runs on Tuesdays")
+    assert _store_hits(store, "gf") == []  # lexical alone: no shared term
+    dense = store.recall(SPACE, "what does my gf love", readonly=True).hits
+    assert dense[0].insight.content == "My girlfriend loves hiking"
+    assert dense[0].matched_via in {"semantic", "hybrid"}
+
+
+def _store_hits(store: EmbeddedStore, query: str) -> list[str]:
+    plain = EmbeddedStore(store.root, FakeClock(NOW))
+    return _contents(plain, query)
+
+
+def test_vectors_are_computed_lazily_and_kept(tmp_path: Path, clock: FakeClock) -> None:
+    embedder = FakeEmbedder()
+    store = _store(tmp_path, clock, embedder=embedder)
+    store.remember(SPACE, "kiwi orchard notes")
+    assert embedder.calls == []  # remember never waits for a model
+    store.recall(SPACE, "kiwi", readonly=True)
+    assert ("kiwi orchard notes",) in embedder.calls
+    calls = len(embedder.calls)
+    store.rebuild_index(SPACE)
+    store.recall(SPACE, "kiwi", readonly=True)  # same query: cached; vectors survive rebuilds
+    assert len(embedder.calls) == calls
+    index = tmp_path / "root" / "data" / SPACE / "mnemon-sm-index.db"
+    store.forget(SPACE, store.list(SPACE)[0].id)
+    assert sqlite3.connect(index).execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
+
+
+def test_backfill_embeds_everything_with_progress(tmp_path: Path, clock: FakeClock) -> None:
+    store = _store(tmp_path, clock)
+    for i in range(10):
+        store.remember(SPACE, f"note number {i} about kiwi")
+    store.close()
+    embedder = FakeEmbedder()
+    with_model = EmbeddedStore(tmp_path / "root", clock, embedder=embedder)
+    seen: list[tuple[int, int]] = []
+    assert with_model.embed_missing(SPACE, batch=4, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(4, 10), (8, 10), (10, 10)]
+    assert with_model.embed_missing(SPACE) == 0
+    other = FakeEmbedder(dimensions=32)  # another model: its own vectors
+    assert EmbeddedStore(tmp_path / "root", clock, embedder=other).embed_missing(SPACE) == 10
+    with pytest.raises(InvalidInput):
+        EmbeddedStore(tmp_path / "root", clock).embed_missing(SPACE)
+
+
+@pytest.mark.parametrize("kind", [k for k in EMBEDDER_DEFECTS if k != "interrupt"])
+def test_a_failing_embedder_never_fails_a_lexical_recall(
+    tmp_path: Path, clock: FakeClock, kind: str
+) -> None:
+    faulty = FaultyEmbedder(FakeEmbedder(), fail_at=range(100), kind=kind)  # type: ignore[arg-type]
+    store = _store(tmp_path, clock, embedder=faulty)
+    store.remember(SPACE, "kiwi orchard notes")
+    found = store.recall(SPACE, "kiwi")
+    assert [h.insight.content for h in found.hits] == ["kiwi orchard notes"]
+    assert found.hint == DENSE_UNAVAILABLE
+
+
+def test_an_interrupted_embedder_stops_the_recall_and_nothing_is_held(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    faulty = FaultyEmbedder(FakeEmbedder(), fail_at=[0], kind="interrupt")
+    store = _store(tmp_path, clock, embedder=faulty)
+    store.remember(SPACE, "kiwi orchard notes")
+    with pytest.raises(KeyboardInterrupt):
+        store.recall(SPACE, "kiwi")
+    found = store.recall(SPACE, "kiwi")
+    assert [h.insight.content for h in found.hits] == ["kiwi orchard notes"]
+    assert found.hint != DENSE_UNAVAILABLE and found.hits[0].matched_via == "hybrid"
+
+
+# -- through the root -----------------------------------------------------------------------
+
+
+def _root(tmp_path: Path, clock: FakeClock, **config: object) -> MemoryRoot:
+    ports = Ports(
+        files=MemoryFiles(),
+        locks=MemoryLocks(),
+        clock=clock,
+        long_term=EmbeddedStore(tmp_path / "lt", clock),
+        workers=BuiltinWorkers(),
+    )
+    root = MemoryRoot.open("/root", Config(durability="off"), ports=ports)
+    root.long_term.create_space("facts", "facts", active=True)
+    if config:
+        root.close()
+        root = MemoryRoot.open("/root", Config(durability="off", **config), ports=ports)  # type: ignore[arg-type]
+    return root
+
+
+def test_remember_many_checks_everything_first(tmp_path: Path, clock: FakeClock) -> None:
+    root = _root(tmp_path, clock)
+    lt = root.long_term
+    with pytest.raises(InvalidInput):
+        lt.remember_many(["kiwi one", {"content": "kiwi two", "importance": 9}])
+    with pytest.raises(InvalidInput):
+        lt.remember_many(["kiwi one", {"content": "kiwi two", "colour": "red"}])
+    assert lt.search("kiwi").hits == ()
+    seen: list[tuple[int, int]] = []
+    items = [f"kiwi note {i}" for i in range(5)] + [
+        {"content": "kiwi note 0"},  # a duplicate: stored once
+        {"content": "old kiwi", "createdAt": "2020-01-02T03:04:05Z", "importance": 5},
+    ]
+    report = lt.remember_many(items, batch=3, progress=lambda d, t: seen.append((d, t)))
+    assert (report["imported"], report["skipped"], len(report["ids"])) == (6, 1, 7)
+    assert report["ids"][5] == report["ids"][0]
+    assert seen == [(3, 7), (6, 7), (7, 7)]
+    old = [h for h in lt.search("old kiwi", limit=50).hits if h.insight.content == "old kiwi"]
+    assert old[0].insight.created_at == "2020-01-02T03:04:05Z"
+
+
+def test_remember_many_is_refused_read_only(tmp_path: Path, clock: FakeClock) -> None:
+    root = _root(tmp_path, clock, write_enabled=False)
+    with pytest.raises(ReadOnly):
+        root.long_term.remember_many(["kiwi"])
+
+
+def test_search_honours_its_limit_without_tier_quotas(tmp_path: Path, clock: FakeClock) -> None:
+    root = _root(tmp_path, clock)
+    items = [f"{fruit} note {i}" for i in range(40) for fruit in ("kiwi", "mango")]
+    root.long_term.remember_many(items)
+    found = root.long_term.search("kiwi mango", limit=50)  # each: half the question
+    assert len(found.hits) == 50
+    assert sum(h.tier == "medium" for h in found.hits) >= 49  # no quota on a tier
+    report = found.sources[0].quality
+    assert report.policy_id == "strict-v2" and report.dropped_over_limit > 0
+    for bad in (0, 51, True, "5"):
+        with pytest.raises(InvalidInput):
+            root.long_term.search("kiwi", limit=bad)
