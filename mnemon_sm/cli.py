@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .cli_support import ProgressBar
 from .config import Config
 from .errors import MnemonError, StorageError
 from .hot.model import IMPORTANCES, TARGETS
@@ -37,7 +38,7 @@ def _print_json(data: Any) -> None:
 
 def _open(args: argparse.Namespace) -> MemoryRoot:
     config = Config.from_toml(args.config) if args.config else Config()
-    return MemoryRoot.open(args.root or default_root(), config)
+    return MemoryRoot.open(args.root or default_root(), config, progress=ProgressBar())
 
 
 def _replay(args: argparse.Namespace) -> None:

@@ -1,14 +1,19 @@
 """``mnemon-sm`` commands of the long-term tier: spaces, recall, search, remember, related,
-link and forget. Every command prints JSON on stdout; errors go through ``cli.main``."""
+link, forget, and the bulk paths (import, embed, reindex). Every command prints JSON on
+stdout; errors go through ``cli.main``."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from . import cli_support
-from .cli_support import Opener, Printer, Run
+from .cli_support import Opener, Printer, ProgressBar, Run
+from .errors import InvalidInput
 from .longterm.values import CATEGORIES, EDGE_TYPES, MODES
 from .root import MemoryRoot
 
@@ -120,6 +125,53 @@ def register(commands: Any, open_root: Opener, emit: Printer) -> None:
     )
     forget.add_argument("id")
     forget.add_argument("--space")
+
+    imported = command(
+        "import",
+        "bulk-import memories (JSON lines or a JSON array: strings or objects with content,"
+        " category, importance, tags, entities, source, createdAt); progress on stderr",
+        lambda r, a: r.long_term.remember_many(
+            _import_items(a.file),
+            space=a.space,
+            batch=a.batch,
+            progress=lambda done, total: ProgressBar()("import", done, total),
+        ),
+    )
+    imported.add_argument("file", type=Path, help="the file to import ('-': stdin)")
+    imported.add_argument("--space", help="space id (default: the only active space)")
+    imported.add_argument("--batch", type=int, default=500, help="memories per transaction")
+    command(
+        "embed",
+        "compute the vectors dense recall lacks (embeddingModel must be set); progress on stderr",
+        lambda r, a: {"embedded": r.long_term.embed_missing(progress=ProgressBar())},
+    )
+    reindex = command(
+        "reindex",
+        "rebuild the side index of one space or of every space; progress on stderr",
+        lambda r, a: {"rebuilt": r.long_term.rebuild_index(a.space)},
+    )
+    reindex.add_argument("--space", help="space id (default: every space)")
+
+
+def _import_items(path: Path) -> list[object]:
+    """The items of an import file: a JSON array, or one JSON value per line."""
+    try:
+        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path} is not valid UTF-8") from None
+    try:
+        if text.lstrip().startswith("["):
+            items = json.loads(text)
+        else:
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError as exc:
+        raise InvalidInput(f"{path} is not JSON lines or a JSON array: {exc}") from None
+    if not isinstance(items, list):
+        raise InvalidInput(f"{path} holds no list of memories")
+    return items
 
 
 def _set_active(active: bool) -> Callable[[MemoryRoot, argparse.Namespace], Any]:

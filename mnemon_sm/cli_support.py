@@ -4,12 +4,13 @@ call and prints its JSON."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 from .root import MemoryRoot
 
-__all__ = ["Opener", "Printer", "Run", "command"]
+__all__ = ["Opener", "Printer", "ProgressBar", "Run", "command"]
 
 Opener = Callable[[argparse.Namespace], MemoryRoot]
 Printer = Callable[[Any], None]
@@ -26,3 +27,21 @@ def command(under: Any, name: str, help_: str, run: Run, open_root: Opener, emit
 
     parser.set_defaults(run=handler)
     return parser
+
+
+class ProgressBar:
+    """``(what, done, total)`` drawn as one line on stderr, redrawn in place, ended with a
+    newline when ``done`` reaches ``total``."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream or sys.stderr
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        total = max(total, 1)
+        filled = min(self.WIDTH, self.WIDTH * done // total)
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        end = "\n" if done >= total else ""
+        self._stream.write(f"\r{what}: [{bar}] {done}/{total}{end}")
+        self._stream.flush()

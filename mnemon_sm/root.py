@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,9 @@ from .workers.builtin import BuiltinWorkers
 from .workers.port import Workers
 from .workers.runner import Delegate, host_only
 
-__all__ = ["Context", "HotMemory", "HotSnapshot", "MemoryRoot", "Preview"]
+__all__ = ["Context", "HotMemory", "HotSnapshot", "MemoryRoot", "Preview", "Progress"]
+
+Progress = Callable[[str, int, int], None]  # (what, done, total) of a long rebuild
 
 
 @attrs.frozen
@@ -322,9 +325,9 @@ class Context:
 
 
 def _open_long_term(
-    path: Path, config: Config, ports: Ports, delegate: Delegate
+    path: Path, config: Config, ports: Ports, delegate: Delegate, progress: Progress | None
 ) -> LongTermMemory:
-    store = ports.long_term or open_long_term(path, ports.clock, config, ports.embedder)
+    store = ports.long_term or open_long_term(path, ports.clock, config, ports.embedder, progress)
     catalog = Catalog(
         ports.files,
         ports.locks,
@@ -346,9 +349,12 @@ class MemoryRoot:
     """One storage root: hot memory (``runtime/``), long-term Memory Spaces (``data/``) and
     project Documents (``documents/``)."""
 
-    def __init__(self, path: Path, config: Config, ports: Ports) -> None:
+    def __init__(
+        self, path: Path, config: Config, ports: Ports, progress: Progress | None = None
+    ) -> None:
         self.path, self.config = path, config
         self._ports = ports
+        self._progress = progress
         self._delegate = Delegate(
             ports.workers or BuiltinWorkers(), ports.clock, config.worker_timeout
         )
@@ -411,7 +417,7 @@ class MemoryRoot:
         with self._shared.mutex:
             if self._long_term is None:
                 self._long_term = _open_long_term(
-                    self.path, self.config, self._ports, self._delegate
+                    self.path, self.config, self._ports, self._delegate, self._progress
                 )
             return self._long_term
 
@@ -424,6 +430,7 @@ class MemoryRoot:
         ports: Ports | None = None,
         workers: Workers | None = None,
         embedder: Embedder | None = None,
+        progress: Progress | None = None,
     ) -> MemoryRoot:
         """Open (creating if needed) the storage root at ``path`` and repair it.
 
@@ -434,6 +441,8 @@ class MemoryRoot:
             workers: the LLM workers to use (default: the built-in deterministic ones).
             embedder: dense retrieval for relevance recall (default: the one
                 ``config.embedding_model`` names, else none: lexical only).
+            progress: told ``(what, done, total)`` during long rebuilds (a Memory Space's
+                side index rebuilt from scratch), for a progress bar.
 
         Raises:
             LockTimeout, StorageError: the root cannot be used. A corrupt ``memories.json``
@@ -445,7 +454,7 @@ class MemoryRoot:
             ports = attrs.evolve(ports, workers=workers)
         if embedder is not None:
             ports = attrs.evolve(ports, embedder=embedder)
-        return cls(root, config or Config(), ports)
+        return cls(root, config or Config(), ports, progress)
 
     @host_only
     def close(self) -> None:

@@ -708,3 +708,34 @@ def test_lifecycle_replay_prints_every_step_and_a_restart_changes_nothing(
     assert json.loads(resumed.stdout[resumed.stdout.index("\n{") :]) == final
     memory = (tmp_path / "B" / "runtime" / "MEMORY.md").read_text()
     assert memory == (tmp_path / "A" / "runtime" / "MEMORY.md").read_text() != ""
+
+
+def test_import_reindex_and_embed_on_a_fresh_root(tmp_path: Path) -> None:
+    """Bulk import from JSON lines with a progress line on stderr, a rebuild of every side
+    index, and the refusals: bad bytes, a bad item, no embedder."""
+    root = tmp_path / "R"
+    run_cli(tmp_path, "--root", str(root), "spaces", "create", "Notes", "notes", "--active")
+    lines = ['"kiwi orchard notes"', '{"content": "mango harvest", "importance": 5}']
+    source = tmp_path / "memories.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = run_cli(tmp_path, "--root", str(root), "import", str(source))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["imported"], report["skipped"], len(report["ids"])) == (2, 0, 2)
+    assert "import: [" in done.stderr and "2/2" in done.stderr
+    found = run_cli(tmp_path, "--root", str(root), "search", "mango")
+    assert [h["content"] for h in json.loads(found.stdout)["results"]] == ["mango harvest"]
+    rebuilt = run_cli(tmp_path, "--root", str(root), "reindex")
+    assert json.loads(rebuilt.stdout) == {"rebuilt": [report["memoryBodyId"]]}
+    bad_bytes = tmp_path / "bad.jsonl"
+    bad_bytes.write_bytes(b'"caf\xe9"\n')
+    bad_item = tmp_path / "item.jsonl"
+    bad_item.write_text('"fine"\n{"content": "x", "colour": "red"}\n', encoding="utf-8")
+    for path in (bad_bytes, bad_item):
+        refused = run_cli(tmp_path, "--root", str(root), "import", str(path))
+        assert refused.returncode == 1
+        assert error_of(refused)["type"] == "InvalidInput"
+    found = run_cli(tmp_path, "--root", str(root), "search", "fine")
+    assert json.loads(found.stdout)["results"] == []  # nothing of a refused file was written
+    no_model = run_cli(tmp_path, "--root", str(root), "embed")
+    assert no_model.returncode == 1 and error_of(no_model)["type"] == "InvalidInput"

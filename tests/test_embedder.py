@@ -428,7 +428,7 @@ def stub_st(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
 
 def _model_dir(tmp_path: Path, config: bytes | None = b'{"hidden_size": 8}') -> Path:
     directory = tmp_path / "tiny-model"
-    directory.mkdir()
+    directory.mkdir(parents=True)
     (directory / "modules.json").write_text("[]")
     if config is not None:
         (directory / "config.json").write_bytes(config)
@@ -440,7 +440,7 @@ def test_sentence_embedder_loads_offline_and_names_its_model(
 ) -> None:
     directory = _model_dir(tmp_path)
     embedder = SentenceTransformerEmbedder(directory, batch_size=5)
-    digest = hashlib.sha256(b'{"hidden_size": 8}').hexdigest()[:12]
+    digest = hashlib.sha256(b'config.json\0{"hidden_size": 8}').hexdigest()[:12]
     assert embedder.model_id == f"sentence-transformers/tiny-model/8/{digest}"
     assert embedder.dimensions == 8 and isinstance(embedder, Embedder)
     [(path, kwargs)] = _StubModel.loads
@@ -453,6 +453,17 @@ def test_sentence_embedder_loads_offline_and_names_its_model(
     assert texts == ["a b", "c"]
     assert encode_kwargs["batch_size"] == 5 and encode_kwargs["convert_to_numpy"] is True
     assert encode_kwargs["normalize_embeddings"] is True
+
+
+def test_sentence_embedder_model_id_tells_weights_apart(
+    stub_st: types.ModuleType, tmp_path: Path
+) -> None:
+    ids = []
+    for weights in (b"first fine-tuning", b"second fine-tuning"):
+        directory = _model_dir(tmp_path / weights.decode().replace(" ", "-"))
+        (directory / "model.safetensors").write_bytes(weights)
+        ids.append(SentenceTransformerEmbedder(directory).model_id)
+    assert ids[0] != ids[1]  # same config.json, same directory name, other weights
 
 
 def test_sentence_embedder_model_id_without_config_json(

@@ -304,3 +304,18 @@ def test_search_honours_its_limit_without_tier_quotas(tmp_path: Path, clock: Fak
     for bad in (0, 51, True, "5"):
         with pytest.raises(InvalidInput):
             root.long_term.search("kiwi", limit=bad)
+
+
+def test_a_large_rebuild_reports_progress(tmp_path: Path, clock: FakeClock) -> None:
+    from mnemon_sm.longterm.sqlite.sideindex import PROGRESS_FROM
+    from mnemon_sm.longterm.values import DraftInsight, ImportDraft
+
+    seen: list[tuple[str, int, int]] = []
+    store = _store(tmp_path, clock, progress=lambda *a: seen.append(a))
+    items = tuple(DraftInsight(f"note {i} about kiwi") for i in range(PROGRESS_FROM))
+    store.import_draft(SPACE, ImportDraft(items))
+    assert seen == []  # writes index as they go: nothing to report
+    store.rebuild_index(SPACE)
+    assert seen[-1] == (SPACE, PROGRESS_FROM, PROGRESS_FROM)
+    assert [done for _, done, _ in seen] == sorted(done for _, done, _ in seen)
+    assert len(_contents(store, "kiwi note 7", limit=50)) == 50

@@ -247,6 +247,20 @@ class LongTermMemory:
             total += int(embed(space_id, progress=report))
         return total
 
+    @host_only
+    def rebuild_index(self, space: str | None = None) -> list[str]:
+        """Rebuild the side index of ``space``, or of every space, from ``mnemon.db`` (never
+        needed for correctness; see the side index's staleness rules). Returns the spaces
+        rebuilt. Raises ``InvalidInput`` when the store keeps no side index (the Mnemon CLI)."""
+        rebuild = getattr(self.service.store, "rebuild_index", None)
+        if rebuild is None:
+            raise InvalidInput("this long-term store keeps no side index (the Mnemon CLI)")
+        with self._mutex:
+            ids = [self.service.catalog.get(space).id] if space else [s.id for s in self.spaces()]
+        for space_id in ids:
+            rebuild(space_id)
+        return ids
+
     # -- writes (through the write worker) -------------------------------------------------
 
     @host_only

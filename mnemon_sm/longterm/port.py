@@ -70,7 +70,9 @@ class LongTermStore(Protocol):
         intent: str | None = None,
         readonly: bool = False,
     ) -> RecallResult:
-        """Smart (Mnemon's graph recall, scores 0..1), keyword (overlap ratio) or basic
+        """Relevance (the default: words weighted by rarity, optionally meaning, then bounded
+        re-ranking; scores 0..1), smart (Mnemon's own graph recall, scores 0..1; the Mnemon
+        CLI adapter answers relevance recall with it too), keyword (overlap ratio) or basic
         (substring, no score) recall. Counts access on every returned insight unless
         ``readonly``."""
         ...

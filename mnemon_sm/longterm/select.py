@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Config
@@ -64,7 +65,11 @@ def configured_embedder(config: Config) -> Embedder | None:
 
 
 def open_long_term(
-    root: Path, clock: Clock, config: Config, embedder: Embedder | None = None
+    root: Path,
+    clock: Clock,
+    config: Config,
+    embedder: Embedder | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> LongTermStore:
     """The store ``config.long_term_store`` asks for.
 
@@ -87,4 +92,5 @@ def open_long_term(
         clock,
         embedder=embedder or configured_embedder(config),
         durability=config.durability,
+        progress=progress,
     )

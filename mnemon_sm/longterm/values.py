@@ -87,7 +87,9 @@ class Insight:
 
 @attrs.frozen
 class RecallHit:
-    """A recalled insight. ``score`` is 0..1 for smart and keyword recall, None for basic."""
+    """A recalled insight. ``score`` is 0..1 for relevance, smart and keyword recall, None for
+    basic; ``matched_via`` says which signal found it (relevance: lexical, semantic or
+    hybrid; smart: keyword, recency, hybrid or an edge type)."""
 
     insight: Insight
     score: float | None = None

@@ -17,9 +17,10 @@ environment variable, so it never contacts a model hub nor runs code shipped wit
 missing or unreadable directory, or a load that fails, is ``InvalidConfig``.
 
 ``model_id`` is ``sentence-transformers/<directory name>/<dimensions>/<hash>``, where ``<hash>``
-is the first 12 hex digits of the SHA-256 of the directory's ``config.json`` (left out when
-there is none). ``embed`` holds a lock around ``encode``, so one instance may be shared by
-threads. Its output still goes through ``embed_checked`` like any embedder's.
+is the first 12 hex digits of the SHA-256 of the directory's ``config.json`` and weight files
+(left out when there are none), computed once per load. ``embed`` holds a lock around
+``encode``, so one instance may be shared by threads. Its output still goes through
+``embed_checked`` like any embedder's.
 """
 
 from __future__ import annotations
@@ -77,16 +78,27 @@ def default_model_dir() -> Path:
     return Path(locations[0]) / "model"
 
 
+_WEIGHTS = ("*.safetensors", "*.bin")
+
+
 def _config_hash(directory: Path) -> str | None:
-    """First 12 hex digits of the SHA-256 of ``config.json``, or None when there is none."""
-    config = directory / "config.json"
-    try:
-        data = config.read_bytes()
-    except FileNotFoundError:
+    """First 12 hex digits of the SHA-256 of ``config.json`` and the weight files (their
+    names and bytes, in name order), or None when there is none of them. Two fine-tunings of
+    one architecture share a ``config.json``; their weights tell them apart."""
+    files = [directory / "config.json"] if (directory / "config.json").exists() else []
+    files += sorted(f for pattern in _WEIGHTS for f in directory.glob(pattern) if f.is_file())
+    if not files:
         return None
-    except OSError as exc:
-        raise InvalidConfig(f"embedding model config {config} is unreadable: {exc}") from exc
-    return hashlib.sha256(data).hexdigest()[:12]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode("utf-8", "surrogateescape") + b"\0")
+        try:
+            with open(path, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise InvalidConfig(f"embedding model file {path} is unreadable: {exc}") from exc
+    return digest.hexdigest()[:12]
 
 
 def _model_dimensions(model: Any) -> int:

@@ -65,7 +65,12 @@ class Handle:
 
     @classmethod
     def open(
-        cls, db: Path, identity: tuple[int, int], where: str, durability: str = "full"
+        cls,
+        db: Path,
+        identity: tuple[int, int],
+        where: str,
+        durability: str = "full",
+        progress: Callable[[int, int], None] | None = None,
     ) -> Handle:
         """Connect, complete the schema, attach the side index. ``where`` names the file
         relative to the storage root in errors."""
@@ -75,7 +80,7 @@ class Handle:
             try:
                 conn = schema.connect(str(db), durability)
                 schema.ensure_schema(conn, where)
-                index = SideIndex(conn, str(db.parent / INDEX_FILE))
+                index = SideIndex(conn, str(db.parent / INDEX_FILE), progress)
                 index.attach()
                 return cls(conn, index, lock, identity, str(db))
             except (sqlite3.Error, OSError) as exc:

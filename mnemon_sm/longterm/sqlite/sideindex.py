@@ -8,10 +8,20 @@ store's connection as schema ``idx`` (so one transaction covers both files):
 
 - ``docs``: one row per ACTIVE insight, keyed by the insight's rowid in ``mnemon.db``: its id,
   category, source, importance, creation second (``ts``), a hash of its content (duplicate
-  checks), a signature of the columns the index depends on, its tokens and entity keys;
-- ``postings(token, imp, ts, doc)``: every token of an insight's content, tags and entities;
+  checks, vectors), a signature of the columns the index depends on, its Mnemon tokens and
+  entity keys, and its analyzed terms (:mod:`.lexical`) with their count;
+- ``fts``: an FTS5 table over ``docs.terms`` (external content, tokenizer ``unicode61``, which
+  leaves our already analyzed terms as they are), its vocabulary ``fts_vocab`` (document
+  frequencies, prefix and spelling lookups) and ``totals`` (insight count and total length,
+  for BM25): relevance recall's lexical half;
+- ``postings(token, imp, ts, doc)``: every Mnemon token of an insight's content, tags and
+  entities (smart and keyword recall);
 - ``ent_postings(key, doc)`` and ``ents(key, df)``: entity keys, for entity edges and for
-  recognising stored entities in a query.
+  recognising stored entities in a query;
+- ``vectors(hash, model, vec)``: the embedder's vectors by content hash (:mod:`.vectors`);
+  they survive rebuilds, and the last insight holding a content takes its vector with it;
+- ``meta``: the format, the fingerprint below, and ``generation``, a counter every change of
+  ``docs`` or ``vectors`` bumps (caches built on the index compare it).
 
 The index only ever selects candidates; every score is computed from the insight itself, so
 results equal a full scan (a row sharing a token with the query is always found).
@@ -23,8 +33,8 @@ either file; then (and once after opening) the real fingerprint is computed and,
 differs, the index is refreshed: rows whose signature (id, updated_at, importance, category,
 source, created_at, content length, tags, entities) changed are re-indexed, vanished or deleted
 ones dropped; when most rows changed, or the file is unreadable or of another format, it is
-rebuilt from scratch. An edit that changes none of those values goes unnoticed;
-``EmbeddedStore.rebuild_index`` forces a rebuild.
+rebuilt from scratch, telling ``progress`` how far it got when the store is large. An edit that
+changes none of those values goes unnoticed; ``EmbeddedStore.rebuild_index`` forces a rebuild.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .lexical import Stats, analyze
@@ -47,6 +57,7 @@ INDEX_FILE = "mnemon-sm-index.db"
 FORMAT = "2"
 _CHUNK = 500  # ids per IN (...) list
 _SCAN = 400  # vocabulary rows a prefix lookup reads at most
+PROGRESS_FROM = 2000  # insights a refresh must index before it reports progress
 _NEAR_SCAN = 1000  # vocabulary rows a spelling lookup reads at most
 _TABLES = ("fts_vocab", "fts", "docs", "postings", "ent_postings", "ents", "totals")
 _DDL = (
@@ -103,9 +114,15 @@ def _marks(items: Sequence[Any]) -> str:
 class SideIndex:
     """The side index of one store, attached to that store's connection."""
 
-    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: str,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.conn = conn
         self.path = path
+        self._progress = progress  # told (done, total) while a large refresh runs
         self.dirty = False  # changed inside the current transaction
         self._seen: tuple[int, int] | None = None
         self._matcher: EntityMatcher | None = None
@@ -233,7 +250,12 @@ class SideIndex:
             self._reset()
             stale, fresh = [], list(active)
         self.remove(stale)
-        self.add(sorted(fresh))
+        fresh.sort()
+        report = self._progress if len(fresh) >= PROGRESS_FROM else None
+        for start in range(0, len(fresh), _CHUNK):
+            self._add_part(fresh[start : start + _CHUNK])
+            if report is not None:
+                report(min(start + _CHUNK, len(fresh)), len(fresh))
 
     # -- maintenance ------------------------------------------------------------------------
 

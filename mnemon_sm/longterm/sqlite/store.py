@@ -15,6 +15,11 @@ Lock order, everywhere: this object's guard of its handle table, then a store's 
 Writes run in one ``BEGIN IMMEDIATE`` transaction and reads in a deferred one (see
 :mod:`.handles`). Time comes only from the injected clock, read once per operation.
 
+Recall: ``relevance`` (the default) ranks by :mod:`.lexical` relevance and, with an embedder,
+dense similarity from :mod:`.vectors` (query and missing vectors embedded before any lock is
+taken), under the rule of :mod:`..ranking`; ``smart``, ``keyword`` and ``basic`` are
+Mnemon's own (:mod:`.recall`). The connection syncs as the root's durability asks.
+
 Errors: arguments are validated (:mod:`.checks`) before any lock or transaction, so
 ``InvalidInput`` means nothing changed; an unknown space is ``UnknownSpace``; a missing or
 deleted insight ``UnknownInsight``; every ``sqlite3`` or operating-system failure becomes
@@ -88,6 +93,9 @@ class EmbeddedStore:
             ``dense_unavailable``.
         durability: ``full`` (the default) syncs every commit, ``normal`` syncs at WAL
             checkpoints, ``off`` never (the root's ``durability`` setting).
+        progress: told ``(space, done, total)`` while a space's side index is rebuilt from
+            scratch (a new or changed index format, a store written by Mnemon itself), for
+            stores of :data:`~.sideindex.PROGRESS_FROM` insights or more.
     """
 
     def __init__(
@@ -98,6 +106,7 @@ class EmbeddedStore:
         prune_ceiling: int = 0,
         embedder: Embedder | None = None,
         durability: str = "full",
+        progress: Callable[[str, int, int], None] | None = None,
     ) -> None:
         if isinstance(prune_ceiling, bool) or not isinstance(prune_ceiling, int):
             raise InvalidInput("prune_ceiling must be an integer")
@@ -112,6 +121,7 @@ class EmbeddedStore:
         if durability not in schema.SYNCHRONOUS:
             raise InvalidInput("durability must be full, normal or off")
         self._durability = durability
+        self._progress = progress
         self._queries: OrderedDict[str, Vectors] = OrderedDict()  # recent query vectors
         self._vectors: dict[str, VectorSet] = {}  # per space; used under its file lock
 
@@ -149,7 +159,14 @@ class EmbeddedStore:
             if handle is not None:
                 with handle.lock:
                     handle.close(checkpoint=False)
-            handle = Handle.open(db, identity, f"data/{space}/{DB_FILE}", self._durability)
+            report = self._progress
+            handle = Handle.open(
+                db,
+                identity,
+                f"data/{space}/{DB_FILE}",
+                self._durability,
+                None if report is None else lambda done, total: report(space, done, total),
+            )
             self._handles[space] = handle
             return handle
 
