@@ -6,7 +6,7 @@ missing package is a failure.
 
 - The model loads from the package's directory with every socket call refused (offline).
 - 384 dimensions, unit rows, a stable ``model_id`` naming the directory, the dimensions and
-  the hash of its ``config.json``.
+  the hash of its ``config.json`` and weights.
 - Meaning: a question about the cat is closer to the cat fact than to a deploy note.
 - A batch of 100 texts, and concurrent callers, give the same rows as small batches.
 """
@@ -50,9 +50,13 @@ def cosine(embedder: Embedder, a: str, b: str) -> float:
 def test_the_packaged_model_loads_offline(embedder: SentenceTransformerEmbedder) -> None:
     assert isinstance(embedder, Embedder)
     assert embedder.dimensions == 384
-    config = (default_model_dir() / "config.json").read_bytes()
-    digest = hashlib.sha256(config).hexdigest()[:12]
-    assert embedder.model_id == f"sentence-transformers/model/384/{digest}"
+    directory = default_model_dir()
+    weights = sorted([*directory.glob("*.safetensors"), *directory.glob("*.bin")])
+    assert weights, "the shipped model has a weights file"
+    digest = hashlib.sha256()
+    for path in [directory / "config.json", *weights]:  # names and bytes, config first
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    assert embedder.model_id == f"sentence-transformers/model/384/{digest.hexdigest()[:12]}"
 
 
 def test_rows_are_unit_float32(embedder: SentenceTransformerEmbedder) -> None:
