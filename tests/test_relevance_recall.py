@@ -17,6 +17,7 @@ from mnemon_sm.errors import InvalidInput, ReadOnly
 from mnemon_sm.longterm.sqlite import EmbeddedStore
 from mnemon_sm.longterm.sqlite.lexical import analyze, edit_distance, query_terms
 from mnemon_sm.longterm.sqlite.store import DENSE_UNAVAILABLE
+from mnemon_sm.longterm.values import DraftEdge, DraftInsight, ImportDraft
 from mnemon_sm.ports import Ports
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.embed import EMBEDDER_DEFECTS, FakeEmbedder, FaultyEmbedder
@@ -308,7 +309,6 @@ def test_search_honours_its_limit_without_tier_quotas(tmp_path: Path, clock: Fak
 
 def test_a_large_rebuild_reports_progress(tmp_path: Path, clock: FakeClock) -> None:
     from mnemon_sm.longterm.sqlite.sideindex import PROGRESS_FROM
-    from mnemon_sm.longterm.values import DraftInsight, ImportDraft
 
     seen: list[tuple[str, int, int]] = []
     store = _store(tmp_path, clock, progress=lambda *a: seen.append(a))
@@ -319,3 +319,29 @@ def test_a_large_rebuild_reports_progress(tmp_path: Path, clock: FakeClock) -> N
     assert seen[-1] == (SPACE, PROGRESS_FROM, PROGRESS_FROM)
     assert [done for _, done, _ in seen] == sorted(done for _, done, _ in seen)
     assert len(_contents(store, "kiwi note 7", limit=50)) == 50
+
+
+def test_links_and_supersession_reorder_only_within_the_bound(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    store = _store(tmp_path, clock)
+    top = store.remember(SPACE, "kiwi mango papaya")
+    store.remember(SPACE, "unrelated spacer one")  # no backbone edge from top to alpha
+    alpha = store.remember(SPACE, "kiwi alpha")
+    store.remember(SPACE, "unrelated spacer two")
+    store.remember(SPACE, "kiwi beta")
+    store.recall(SPACE, "beta")  # one counted access: beta edges ahead of alpha
+    assert _contents(store, "kiwi mango papaya")[1:] == ["kiwi beta", "kiwi alpha"]
+    store.link(SPACE, alpha.id, top.id, edge_type="semantic", weight=1.0)
+    assert _contents(store, "kiwi mango papaya")[1:] == ["kiwi alpha", "kiwi beta"]
+    # a one-way supersedes edge (link writes both ways): the old fact scores x0.25
+    draft = ImportDraft(
+        (DraftInsight("lychee grows in Lisbon"), DraftInsight("lychee grows in Porto now")),
+        (DraftEdge(1, 0, "supersedes", 1.0),),
+    )
+    store.import_draft(SPACE, draft)
+    hits = store.recall(SPACE, "where does lychee grow", readonly=True).hits
+    by_content = {h.insight.content: h.score for h in hits}
+    assert hits[0].insight.content == "lychee grows in Porto now"
+    old, new = by_content["lychee grows in Lisbon"], by_content["lychee grows in Porto now"]
+    assert old is not None and new is not None and old < 0.3 * new

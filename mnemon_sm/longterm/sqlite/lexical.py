@@ -14,10 +14,15 @@ search engines do; Mnemon's own keyword signal (:mod:`.tokens`) stays for its sm
   SQLite FTS5 (tokenizer ``unicode61``, which leaves them as they are).
 - **Query.** The question's terms, minus question words ("what", "tell", "remember"...). Each
   term is expanded through the store's vocabulary: the term itself (weight 1), stored terms
-  that extend it or that it extends, four letters at least ("postgres" finds "postgresql",
-  weight :data:`PREFIX_WEIGHT`), and, only for a term the store does not hold, stored terms one
-  edit away (two for eight letters or more) that share its first three letters (weight
-  :data:`TYPO_WEIGHT`). Expansion is bounded (:data:`VARIANTS_MAX` per term).
+  that extend it or that it extends, the shorter four letters at least and 60% of the longer
+  ("postgres" finds "postgresql", "data" not "database"; weight :data:`PREFIX_WEIGHT`), and,
+  only for a term the store does not hold, stored terms one edit away (two for eight letters
+  or more) that share its first three letters (weight :data:`TYPO_WEIGHT`). Expansion is
+  bounded (:data:`VARIANTS_MAX` per term).
+- **Candidates.** Each term's matches, newest first and :data:`TERM_MATCHES` at most, and the
+  memories matching every term, ordered by what their score can reach
+  (:func:`candidate_pool`); the best hundred or so are scored exactly. So a common word costs
+  no more than a rare one, and the cost of a recall does not grow with the store.
 - **Score.** Per query term, the best of its variants present in the memory:
   ``weight x idf x saturation``, with ``idf = ln(1 + (N - df + .5) / (df + .5))`` and
   ``saturation = min(1, tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl)))`` (k1 = 1.2, b = .75;
@@ -47,13 +52,16 @@ __all__ = [
     "VARIANTS_MAX",
     "QueryTerm",
     "Stats",
+    "all_terms_expression",
     "analyze",
+    "candidate_pool",
     "edit_distance",
     "expand",
     "lexical_score",
     "match_expression",
     "query_terms",
     "stem",
+    "term_expression",
 ]
 
 K1, B = 1.2, 0.75
@@ -63,6 +71,7 @@ TYPO_MIN = 5  # letters a term needs before spelling neighbours count
 TYPO_WEIGHT = 0.6
 VARIANTS_MAX = 8  # variants per query term, itself included
 TERMS_MAX = 32  # query terms looked at
+TERM_MATCHES = 2000  # matches of one term looked at, newest first (see candidate_pool)
 
 # Words of a question that say nothing about what is asked for.
 _QUESTION_TEXT = """
@@ -147,6 +156,13 @@ def edit_distance(a: str, b: str, bound: int) -> int:
     return previous[-1] if previous[-1] <= bound else bound + 1
 
 
+def _close_lengths(short: str, long: str) -> bool:
+    """A stored term stands for a query term it extends, or that extends it, only when the
+    shorter is at least :data:`PREFIX_MIN` letters and 60% of the longer ("postgr" and
+    "postgresql", not "data" and "databas")."""
+    return len(short) >= PREFIX_MIN and 5 * len(short) >= 3 * len(long)
+
+
 def _typo_bound(term: str) -> int:
     return 2 if len(term) >= 8 else 1
 
@@ -177,11 +193,11 @@ def expand(
         if term in known:
             variants[term] = 1.0
         for prefix in reversed(shorter.get(term, [])):
-            if prefix in known:
+            if prefix in known and _close_lengths(prefix, term):
                 variants.setdefault(prefix, PREFIX_WEIGHT)
         if len(term) >= PREFIX_MIN and not _HAS_HAN.search(term):
-            for longer in extensions(term, VARIANTS_MAX):
-                if longer != term:
+            for longer in extensions(term, 4 * VARIANTS_MAX):
+                if longer != term and _close_lengths(term, longer):
                     variants.setdefault(longer, PREFIX_WEIGHT)
         if not variants and len(term) >= TYPO_MIN and not _HAS_HAN.search(term):
             bound = _typo_bound(term)
@@ -197,10 +213,45 @@ def expand(
     return out
 
 
+def _quoted(variants: Iterable[str]) -> str:
+    return " OR ".join('"' + v.replace('"', '""') + '"' for v in dict.fromkeys(variants))
+
+
 def match_expression(terms: Sequence[QueryTerm]) -> str:
     """An FTS5 query matching any variant of any term (every term quoted)."""
-    seen = dict.fromkeys(variant for term in terms for variant, _ in term.variants)
-    return " OR ".join('"' + variant.replace('"', '""') + '"' for variant in seen)
+    return _quoted(variant for term in terms for variant, _ in term.variants)
+
+
+def term_expression(term: QueryTerm) -> str:
+    """An FTS5 query matching any variant of one term."""
+    return _quoted(variant for variant, _ in term.variants)
+
+
+def all_terms_expression(terms: Sequence[QueryTerm]) -> str:
+    """An FTS5 query matching the memories that hold a variant of every term."""
+    return " AND ".join(f"({term_expression(term)})" for term in terms)
+
+
+def candidate_pool(
+    terms: Sequence[QueryTerm],
+    matches: Sequence[Sequence[int]],
+    everything: Sequence[int],
+    stats: Stats,
+    k: int,
+) -> list[int]:
+    """The ``k`` memories worth scoring, from each term's matches (``matches[i]``: the newest
+    :data:`TERM_MATCHES` at most, so a common word costs no more than a rare one) and the
+    memories holding every term (``everything``): by the sum of the best ``weight x idf`` of
+    the terms each one matches (what its score can reach), then newest first."""
+    reach: dict[int, float] = {}
+    best = [max((w * stats.idf(v) for v, w in term.variants), default=0.0) for term in terms]
+    for value, docs in zip(best, matches, strict=True):
+        for doc in docs:
+            reach[doc] = reach.get(doc, 0.0) + value
+    total = sum(best)
+    for doc in everything:
+        reach[doc] = total
+    return sorted(reach, key=lambda doc: (-reach[doc], -doc))[:k]
 
 
 @attrs.frozen

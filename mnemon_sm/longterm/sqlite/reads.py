@@ -187,7 +187,7 @@ def list_rows(
     return out
 
 
-POOL_MIN = 200  # candidates each retriever hands to the ranking, at least
+POOL_MIN = 100  # candidates each retriever hands to the ranking, at least
 _DAY_MS = 86_400_000
 
 
@@ -213,6 +213,23 @@ def _filtered(
     return {int(doc) for (doc,) in rows}
 
 
+def _signals(
+    conn: sqlite3.Connection, docs: Sequence[int]
+) -> dict[int, tuple[str, int, str, int]]:
+    """(id, importance, created_at, access count) of the active insights among ``docs``."""
+    out: dict[int, tuple[str, int, str, int]] = {}
+    for start in range(0, len(docs), _CHUNK):
+        part = docs[start : start + _CHUNK]
+        rows = conn.execute(
+            "SELECT rowid, id, importance, created_at, access_count FROM main.insights"
+            f" WHERE rowid IN ({_marks(part)}) AND +deleted_at IS NULL",
+            part,
+        )
+        for doc, node, importance, created_at, accesses in rows:
+            out[int(doc)] = (str(node), int(importance), str(created_at), int(accesses or 0))
+    return out
+
+
 def _rows_by_rowid(conn: sqlite3.Connection, docs: Sequence[int]) -> dict[int, Insight]:
     out: dict[int, Insight] = {}
     for start in range(0, len(docs), _CHUNK):
@@ -229,25 +246,36 @@ def _rows_by_rowid(conn: sqlite3.Connection, docs: Sequence[int]) -> dict[int, I
 def _edges_for_ranking(
     conn: sqlite3.Connection, ids: Sequence[str]
 ) -> tuple[list[tuple[str, str, float]], set[str]]:
-    """Edges among ``ids`` other than temporal proximity, and the superseded among them."""
+    """The edges joining one of the :data:`ranking.GRAPH_TOP` first ``ids`` to another of
+    ``ids`` (temporal proximity left out), and those of ``ids`` a ``supersedes`` edge targets.
+    Both reads go through ``mnemon.db``'s edge indexes: the cost follows the top candidates'
+    degree and the candidate count, never the store's size."""
     wanted = set(ids)
+    top = list(ids[: ranking.GRAPH_TOP])
     edges: list[tuple[str, str, float]] = []
-    superseded: set[str] = set()
-    for part in _parts(ids):
+    if top:
+        marks = _marks(top)
         rows = conn.execute(
             "SELECT source_id, target_id, edge_type, coalesce(weight, 1.0), metadata"
-            f" FROM main.edges WHERE source_id IN ({_marks(part)})",
-            part,
+            f" FROM main.edges WHERE source_id IN ({marks})"
+            " UNION ALL SELECT source_id, target_id, edge_type, coalesce(weight, 1.0), metadata"
+            f" FROM main.edges WHERE target_id IN ({marks})",
+            (*top, *top),
         )
         for src, dst, kind, weight, meta in rows:
-            if dst not in wanted:
-                continue
-            if kind == "supersedes":
-                superseded.add(str(dst))
+            if src not in wanted or dst not in wanted or kind == "supersedes":
                 continue
             if kind == "temporal" and _label(kind, meta) == "proximity":
                 continue
             edges.append((str(src), str(dst), float(weight)))
+    superseded: set[str] = set()
+    for part in _parts(ids):
+        rows = conn.execute(
+            "SELECT target_id FROM main.edges"
+            f" WHERE edge_type = 'supersedes' AND target_id IN ({_marks(part)})",
+            part,
+        )
+        superseded.update(str(dst) for (dst,) in rows)
     return edges, superseded
 
 
@@ -267,40 +295,46 @@ def relevance_recall(
     terms = lexical.expand(
         lexical.query_terms(query), index.frequency, index.extensions, index.neighbours
     )
-    pool = max(POOL_MIN, 4 * limit)
-    found = (
-        index.lexical_pool(lexical.match_expression(terms), pool, category, source)
-        if terms
+    pool = max(POOL_MIN, 3 * limit)
+    stats = index.stats([variant for term in terms for variant, _ in term.variants])
+    matches = [
+        index.matching(lexical.term_expression(term), lexical.TERM_MATCHES, category, source)
+        for term in terms
+    ]
+    everything = (
+        index.matching(lexical.all_terms_expression(terms), pool, category, source)
+        if len(terms) > 1
         else []
     )
+    found = lexical.candidate_pool(terms, matches, everything, stats, pool)
     similar: dict[int, float] = {}
     if dense is not None:
         similar = dense.similar(query, pool, found, _filtered(conn, category, source))
     docs = list(dict.fromkeys([*found, *similar]))
-    rows = _rows_by_rowid(conn, docs)
+    signals = _signals(conn, docs)
     stored = index.terms_of(found)
-    stats = index.stats([variant for term in terms for variant, _ in term.variants])
-    lexical_of = {doc: lexical.lexical_score(terms, stored.get(doc, []), stats) for doc in rows}
+    lexical_of = {doc: lexical.lexical_score(terms, stored.get(doc, []), stats) for doc in signals}
     order = sorted(
-        rows,
+        signals,
         key=lambda doc: -ranking.relevance(ranking.Features(lexical_of[doc], similar.get(doc))),
     )
-    ids = [rows[doc].id for doc in order]
+    ids = [signals[doc][0] for doc in order]
     edges, superseded = _edges_for_ranking(conn, ids)
     near = ranking.graph_proximity(ids, edges)
     features = {}
-    for doc, item in rows.items():
-        age = (now_ms - recall.ts_key(item.created_at) * 1000) / _DAY_MS
+    for doc, (node, importance, created_at, accesses) in signals.items():
+        age = (now_ms - recall.ts_key(created_at) * 1000) / _DAY_MS
         features[doc] = ranking.Features(
             lexical_of[doc],
             similar.get(doc),
             age_days=age,
-            importance=item.importance,
-            access_count=item.access_count,
-            graph=near.get(item.id, 0.0),
-            superseded=item.id in superseded,
+            importance=importance,
+            access_count=accesses,
+            graph=near.get(node, 0.0),
+            superseded=node in superseded,
         )
     ranked = ranking.rank(features)[:limit]
+    rows = _rows_by_rowid(conn, [entry.key for entry in ranked])
     hits = []
     for entry in ranked:
         value = round(entry.score, 3)

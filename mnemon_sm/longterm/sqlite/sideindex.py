@@ -428,10 +428,12 @@ class SideIndex:
         mean = length / docs if docs else 0.0
         return Stats(int(docs), mean, self.frequency(terms))
 
-    def lexical_pool(
+    def matching(
         self, expression: str, k: int, category: str | None, source: str | None
     ) -> list[int]:
-        """Rowids of the ``k`` best FTS5 (bm25) matches of ``expression``, filtered."""
+        """Rowids of the ``k`` newest memories matching the FTS5 ``expression``, filtered.
+        (No bm25 here: ranking a match costs a lookup of its length; see
+        :func:`lexical.candidate_pool`.)"""
         where, args = ["fts MATCH ?"], list[Any]([expression])
         filters = [(c, v) for c, v in (("category", category), ("source", source)) if v]
         if filters:
@@ -439,7 +441,7 @@ class SideIndex:
             where.append(f"rowid IN (SELECT doc FROM idx.docs WHERE {clause})")
             args.extend(value for _, value in filters)
         rows = self.conn.execute(
-            f"SELECT rowid FROM idx.fts WHERE {' AND '.join(where)} ORDER BY rank LIMIT ?",
+            f"SELECT rowid FROM idx.fts WHERE {' AND '.join(where)} ORDER BY rowid DESC LIMIT ?",
             (*args, k),
         )
         return [int(doc) for (doc,) in rows]
