@@ -345,3 +345,59 @@ def test_links_and_supersession_reorder_only_within_the_bound(
     assert hits[0].insight.content == "lychee grows in Porto now"
     old, new = by_content["lychee grows in Lisbon"], by_content["lychee grows in Porto now"]
     assert old is not None and new is not None and old < 0.3 * new
+
+
+def test_the_vector_set_follows_remembers_forgets_and_rebuilds(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    embedder = FakeEmbedder(synonyms={"gf": "girlfriend", "doggo": "dog"})
+    store = _store(tmp_path, clock, embedder=embedder)
+    first = store.remember(SPACE, "My girlfriend loves hiking")
+    assert _contents(store, "gf") == ["My girlfriend loves hiking"]
+    store.remember(SPACE, "The dog sleeps all day")
+    embedder.calls.clear()
+    assert _contents(store, "doggo") == ["The dog sleeps all day"]
+    assert embedder.calls == [("The dog sleeps all day",), ("doggo",)]  # only what is new
+    store.forget(SPACE, first.id)
+    assert _contents(store, "gf") == []  # a forgotten memory leaves the vector set
+    store.rebuild_index(SPACE)
+    assert _contents(store, "doggo") == ["The dog sleeps all day"]
+    other = EmbeddedStore(tmp_path / "root", clock, embedder=embedder)  # another connection
+    other.remember(SPACE, "My girlfriend paints on Sundays")
+    assert _contents(store, "gf") == ["My girlfriend paints on Sundays"]
+
+
+def test_vectors_stored_later_reach_the_vector_set(tmp_path: Path, clock: FakeClock) -> None:
+    from mnemon_sm.longterm.sqlite.vectors import EMBED_PER_RECALL
+
+    embedder = FakeEmbedder(synonyms={"gf": "girlfriend"})
+    store = _store(tmp_path, clock, embedder=embedder)
+    store.remember(SPACE, "My girlfriend loves hiking")  # the oldest: embedded last
+    for i in range(EMBED_PER_RECALL):
+        store.remember(SPACE, f"filler number {i}")
+    assert _contents(store, "gf") == []  # this recall embedded the newest ones only
+    assert _contents(store, "gf") == ["My girlfriend loves hiking"]
+
+
+def test_an_edit_in_place_by_another_program_is_embedded_again(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    embedder = FakeEmbedder(synonyms={"gf": "girlfriend", "doggo": "dog"})
+    store = _store(tmp_path, clock, embedder=embedder)
+    first = store.remember(SPACE, "My girlfriend loves hiking")
+    store.remember(SPACE, "The cat purrs")
+    assert _contents(store, "gf") == ["My girlfriend loves hiking"]
+    assert len(store._vectors[SPACE]) == 2
+    db = sqlite3.connect(tmp_path / "root" / "data" / SPACE / "mnemon.db")
+    db.execute(  # Mnemon (or a hand edit) rewrites the insight in place
+        "UPDATE insights SET content = 'The dog sleeps all day',"
+        " updated_at = '2030-01-01T00:00:00Z' WHERE id = ?",
+        (first.id,),
+    )
+    db.commit()
+    db.close()
+    assert _contents(store, "gf") == []  # its old vector is gone
+    assert _contents(store, "doggo") == ["The dog sleeps all day"]  # and the new one is there
+    store.forget(SPACE, first.id)
+    _contents(store, "doggo")
+    assert len(store._vectors[SPACE]) == 1  # a forgotten memory leaves the vector set

@@ -18,10 +18,12 @@ store's connection as schema ``idx`` (so one transaction covers both files):
   entities (smart and keyword recall);
 - ``ent_postings(key, doc)`` and ``ents(key, df)``: entity keys, for entity edges and for
   recognising stored entities in a query;
-- ``vectors(hash, model, vec)``: the embedder's vectors by content hash (:mod:`.vectors`);
-  they survive rebuilds, and the last insight holding a content takes its vector with it;
-- ``meta``: the format, the fingerprint below, and ``generation``, a counter every change of
-  ``docs`` or ``vectors`` bumps (caches built on the index compare it).
+- ``vectors(hash, model, vec, seq)``: the embedder's vectors by content hash, numbered in the
+  order they were stored (:mod:`.vectors`); they survive rebuilds, and the last insight
+  holding a content takes its vector with it;
+- ``meta``: the format, the fingerprint below, ``generation`` (bumped by every change of
+  ``docs``) and ``epoch`` (bumped by rebuilds and by refreshes after another program's
+  changes), which caches built on the index compare.
 
 The index only ever selects candidates; every score is computed from the insight itself, so
 results equal a full scan (a row sharing a token with the query is always found).
@@ -83,7 +85,8 @@ _DDL = (
     " docs INTEGER NOT NULL, length INTEGER NOT NULL)",
     "INSERT OR IGNORE INTO idx.totals VALUES (0, 0, 0)",
     "CREATE TABLE IF NOT EXISTS idx.vectors (hash INTEGER PRIMARY KEY, model TEXT NOT NULL,"
-    " vec BLOB NOT NULL)",
+    " vec BLOB NOT NULL, seq INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS idx.vectors_seq ON vectors(seq)",
 )
 _SIG_COLUMNS = (
     "id, updated_at, importance, category, source, created_at, length(content), tags, entities"
@@ -173,6 +176,7 @@ class SideIndex:
             self.conn.execute(statement)
         self._matcher = None
         self.changed()
+        self._new_epoch()
 
     def changed(self) -> None:
         """Note a change of the index inside the current transaction (bumps ``generation``)."""
@@ -185,6 +189,17 @@ class SideIndex:
     def generation(self) -> str:
         """A counter of the index's changes (any connection's), for caches built on it."""
         return self._meta("generation") or "0"
+
+    def epoch(self) -> str:
+        """A counter of the rebuilds and of the refreshes after another program's changes
+        (when an indexed insight may have changed in place)."""
+        return self._meta("epoch") or "0"
+
+    def _new_epoch(self) -> None:
+        self.conn.execute(
+            "INSERT INTO idx.meta VALUES ('epoch', '1') ON CONFLICT(key)"
+            " DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
 
     # -- staleness --------------------------------------------------------------------------
 
@@ -249,6 +264,8 @@ class SideIndex:
         if len(fresh) > 1000 and 2 * len(fresh) > len(active):
             self._reset()
             stale, fresh = [], list(active)
+        if stale or fresh:
+            self._new_epoch()
         self.remove(stale)
         fresh.sort()
         report = self._progress if len(fresh) >= PROGRESS_FROM else None

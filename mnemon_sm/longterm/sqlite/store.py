@@ -124,6 +124,8 @@ class EmbeddedStore:
         self._progress = progress
         self._queries: OrderedDict[str, Vectors] = OrderedDict()  # recent query vectors
         self._vectors: dict[str, VectorSet] = {}  # per space; used under its file lock
+        # (space, model) -> (index epoch, rowid up to which every insight has a vector)
+        self._embedded_up_to: dict[tuple[str, str], tuple[str, int]] = {}
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -358,23 +360,32 @@ class EmbeddedStore:
         return vector
 
     def _embed_batch(self, space: str, embedder: Embedder, k: int) -> int:
-        """Embed up to ``k`` insights without a vector (no lock held while the model runs);
-        returns how many were stored."""
+        """Embed up to ``k`` of the newest insights without a vector (no lock held while the
+        model runs); returns how many were embedded."""
         model = embedder.model_id
-        todo = self._read(space, "embed", lambda h: vectors.pending(h.conn, model, k), index=True)
-        if not todo:
-            return 0
-        found = embed_checked(embedder, [content for _, content in todo])
-        items = [(digest, found[i]) for i, (digest, _) in enumerate(todo)]
+        key = (space, model)
 
-        def body(tx: Tx) -> int:
-            written = vectors.store_vectors(tx.conn, model, items)
-            if written:
-                tx.index.changed()
-            return written
+        def look(h: Handle) -> tuple[str, list[tuple[int, int, str]], int]:
+            epoch = h.index.epoch()  # a rebuild or an edit in place: look at everything again
+            seen_epoch, seen_top = self._embedded_up_to.get(key, ("", 0))
+            after = seen_top if seen_epoch == epoch else 0
+            return (epoch, *vectors.pending(h.conn, model, k, after))
 
-        self._write(space, "embed", body)
+        epoch, todo, top = self._read(space, "embed", look, index=True)
+        self._embed_items(space, embedder, todo)
+        if len(todo) < k:  # every insight up to `top` has its vector now
+            self._embedded_up_to[key] = (epoch, top)
         return len(todo)
+
+    def _embed_items(
+        self, space: str, embedder: Embedder, todo: Sequence[tuple[int, int, str]]
+    ) -> None:
+        if not todo:
+            return
+        model = embedder.model_id
+        found = embed_checked(embedder, [content for _, _, content in todo])
+        items = [(digest, found[i]) for i, (_, digest, _) in enumerate(todo)]
+        self._write(space, "embed", lambda tx: vectors.store_vectors(tx.conn, model, items))
 
     def embed_missing(
         self, space: str, *, batch: int = 64, progress: Callable[[int, int], None] | None = None
@@ -393,12 +404,19 @@ class EmbeddedStore:
         total = self._read(
             space, "embed", lambda h: vectors.missing_count(h.conn, model), index=True
         )
-        done = 0
-        while True:
-            count = self._embed_batch(space, embedder, max(1, batch))
-            if not count:
+        done = cursor = 0
+        size = max(1, batch)
+
+        def oldest(after: int) -> Callable[[Handle], tuple[list[tuple[int, int, str]], int]]:
+            return lambda h: vectors.pending(h.conn, model, size, after, newest_first=False)
+
+        while True:  # oldest first, from a cursor: each batch reads only what it embeds
+            todo, _ = self._read(space, "embed", oldest(cursor), index=True)
+            if not todo:
                 break
-            done += count
+            self._embed_items(space, embedder, todo)
+            cursor = todo[-1][0]
+            done += len(todo)
             if progress is not None:
                 progress(done, max(total, done))
         return done
@@ -504,7 +522,7 @@ class _DenseRecall:
         if found is None or found.model != embedder.model_id:
             found = VectorSet(embedder.model_id, embedder.dimensions)
             self._store._vectors[self._space] = found
-        found.refresh(conn, index.generation())
+        found.refresh(conn, index.generation(), index.epoch())
         return _BoundDense(found, self._vector)
 
 

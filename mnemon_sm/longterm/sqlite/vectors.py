@@ -15,10 +15,12 @@ found by meaning at once, and :meth:`EmbeddedStore.embed_missing` does the rest 
 progress. Writing them is idempotent (``INSERT OR IGNORE`` by content hash, only while an active
 insight holds that content).
 
-:class:`VectorSet` is a store connection's in-memory copy, one row per indexed insight, kept in
-step with the side index's ``generation`` counter (every change to docs or vectors bumps it):
-on a change it reads the (rowid, hash) list and loads only the vectors it lacks, so a recall
-after one remember does not reload the whole matrix. Search is one matrix-vector product.
+:class:`VectorSet` is a store's in-memory copy, one row per indexed insight with a vector,
+kept in step with the side index without rereading it: new insights are those above the
+highest rowid it has seen, new vectors those numbered above the last it loaded, and a count
+that differs (an insight forgotten) or a new ``epoch`` (a rebuild, another program's edit)
+makes it compare everything. So a recall after one remember reads one row, not the store.
+Search is one matrix-vector product.
 """
 
 from __future__ import annotations
@@ -35,19 +37,23 @@ __all__ = ["EMBED_PER_RECALL", "VectorSet", "missing_count", "pending", "store_v
 EMBED_PER_RECALL = 64
 
 
-def pending(conn: sqlite3.Connection, model: str, k: int) -> list[tuple[int, str]]:
-    """(content hash, content) of up to ``k`` active insights without a vector of ``model``,
-    newest first."""
+def pending(
+    conn: sqlite3.Connection, model: str, k: int, after: int = 0, *, newest_first: bool = True
+) -> tuple[list[tuple[int, int, str]], int]:
+    """(rowid, content hash, content) of up to ``k`` active insights above rowid ``after``
+    without a vector of ``model`` (newest or oldest first), and the highest rowid indexed:
+    when fewer than ``k`` were found, once they are embedded every insight up to it has a
+    vector."""
     rows = conn.execute(
-        "SELECT d.hash, i.content FROM idx.docs d JOIN main.insights i ON i.rowid = d.doc"
-        " WHERE NOT EXISTS (SELECT 1 FROM idx.vectors v WHERE v.hash = d.hash AND v.model = ?)"
-        " ORDER BY d.doc DESC LIMIT ?",
-        (model, k),
+        "SELECT d.doc, d.hash, i.content FROM idx.docs d JOIN main.insights i ON i.rowid = d.doc"
+        " WHERE d.doc > ? AND NOT EXISTS"
+        " (SELECT 1 FROM idx.vectors v WHERE v.hash = d.hash AND v.model = ?)"
+        f" ORDER BY d.doc {'DESC' if newest_first else 'ASC'} LIMIT ?",
+        (after, model, k),
     )
-    seen: dict[int, str] = {}
-    for digest, content in rows:
-        seen.setdefault(int(digest), str(content))
-    return list(seen.items())
+    found = [(int(doc), int(digest), str(content)) for doc, digest, content in rows]
+    top = conn.execute("SELECT coalesce(max(doc), 0) FROM idx.docs").fetchone()[0]
+    return found, int(top)
 
 
 def missing_count(conn: sqlite3.Connection, model: str) -> int:
@@ -66,13 +72,16 @@ def store_vectors(
     """Store vectors by content hash while an active insight holds that content; a vector of
     another model for the same hash is replaced. Returns how many were written."""
     written = 0
+    seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM idx.vectors").fetchone()[0])
     for digest, vector in items:
         if conn.execute("SELECT 1 FROM idx.docs WHERE hash = ? LIMIT 1", (digest,)).fetchone():
             data = numpy.asarray(vector, dtype="<f4").tobytes()
+            seq += 1
             conn.execute(
-                "INSERT INTO idx.vectors VALUES (?, ?, ?) ON CONFLICT(hash) DO UPDATE SET"
-                " model = excluded.model, vec = excluded.vec WHERE model != excluded.model",
-                (digest, model, data),
+                "INSERT INTO idx.vectors VALUES (?, ?, ?, ?) ON CONFLICT(hash) DO UPDATE SET"
+                " model = excluded.model, vec = excluded.vec, seq = excluded.seq"
+                " WHERE model != excluded.model",
+                (digest, model, data, seq),
             )
             written += 1
     return written
@@ -83,22 +92,54 @@ class VectorSet:
 
     def __init__(self, model: str, dimensions: int) -> None:
         self.model, self.dimensions = model, dimensions
-        self._generation: str | None = None
+        self._marks: tuple[str, str] | None = None  # (generation, epoch) last seen
+        self._known: dict[int, int] = {}  # rowid -> content hash, every indexed insight
+        self._top = 0  # the highest rowid in _known
+        self._seq = 0  # vectors up to this number are loaded
         self._slot: dict[int, int] = {}  # rowid -> row of the matrix
         self._hash: dict[int, int] = {}  # rowid -> content hash of its vector
         self._docs = numpy.full(0, -1, dtype=numpy.int64)
         self._matrix = numpy.zeros((0, dimensions), dtype=numpy.float32)
         self._free: list[int] = []
 
-    def refresh(self, conn: sqlite3.Connection, generation: str) -> None:
-        if generation == self._generation:
-            return
-        current = dict(conn.execute("SELECT doc, hash FROM idx.docs").fetchall())
-        for doc in [d for d, h in self._hash.items() if current.get(d) != h]:
-            self._drop(doc)
-        missing = [doc for doc in current if doc not in self._slot]
-        for start in range(0, len(missing), 500):
-            part = missing[start : start + 500]
+    def refresh(self, conn: sqlite3.Connection, generation: str, epoch: str) -> None:
+        """Bring the set in line with the index: new insights (rowids above the highest seen),
+        vanished ones (the count differs: a full comparison), vectors stored since the last
+        look (by number); after a rebuild or another program's changes, everything."""
+        if self._marks is None or epoch != self._marks[1]:
+            self._known, self._top, self._seq = {}, 0, 0
+            for doc in list(self._slot):
+                self._drop(doc)
+        if self._marks is None or (generation, epoch) != self._marks:
+            new = conn.execute(
+                "SELECT doc, hash FROM idx.docs WHERE doc > ?", (self._top,)
+            ).fetchall()
+            self._known.update((int(d), int(h)) for d, h in new)
+            self._top = max(self._known, default=0)
+            count = conn.execute("SELECT count(*) FROM idx.docs").fetchone()[0]
+            if count != len(self._known):
+                rows = conn.execute("SELECT doc, hash FROM idx.docs")
+                self._known = {int(d): int(h) for d, h in rows}
+                for doc in [d for d, h in self._hash.items() if self._known.get(d) != h]:
+                    self._drop(doc)
+                new = list(self._known.items())
+            self._load(conn, [int(d) for d, _ in new if int(d) not in self._slot])
+            self._marks = (generation, epoch)
+        seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM idx.vectors").fetchone()[0])
+        if seq > self._seq:
+            rows = conn.execute(
+                "SELECT d.doc, d.hash, v.vec FROM idx.vectors v"
+                " JOIN idx.docs d ON d.hash = v.hash WHERE v.seq > ? AND v.model = ?",
+                (self._seq, self.model),
+            )
+            for doc, digest, data in rows:
+                self._accept(int(doc), int(digest), data)
+            self._seq = seq
+
+    def _load(self, conn: sqlite3.Connection, docs: Sequence[int]) -> None:
+        """The stored vectors of these rowids."""
+        for start in range(0, len(docs), 500):
+            part = docs[start : start + 500]
             marks = ",".join("?" * len(part))
             rows = conn.execute(
                 "SELECT d.doc, d.hash, v.vec FROM idx.docs d JOIN idx.vectors v"
@@ -106,10 +147,18 @@ class VectorSet:
                 (self.model, *part),
             )
             for doc, digest, data in rows:
-                vector = numpy.frombuffer(data, dtype="<f4")
-                if vector.shape == (self.dimensions,) and numpy.isfinite(vector).all():
-                    self._put(int(doc), int(digest), vector)
-        self._generation = generation
+                self._accept(int(doc), int(digest), data)
+
+    def _accept(self, doc: int, digest: int, data: bytes) -> None:
+        if self._known.get(doc) != digest:
+            return
+        if doc in self._slot:
+            if self._hash[doc] == digest:
+                return
+            self._drop(doc)
+        vector = numpy.frombuffer(data, dtype="<f4")
+        if vector.shape == (self.dimensions,) and numpy.isfinite(vector).all():
+            self._put(doc, digest, vector)
 
     def _put(self, doc: int, digest: int, vector: Vectors) -> None:
         if self._free:
