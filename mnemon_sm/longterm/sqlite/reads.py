@@ -2,10 +2,17 @@
 
 Theory of operation
 -------------------
-:class:`SqliteSource` is the :class:`recall.RecallSource` of one store: keyword and recency
-anchors and tokens come from the side index, edges and rows from ``mnemon.db``; the scoring is
-:mod:`.recall`'s, shared with the full-scan reference. The category and source filters are the
-source's set, so anchors, traversal and results all stay inside it.
+:func:`relevance_recall` (the default mode) gathers candidates from the FTS5 side index
+(:func:`lexical.candidate_pool`: each term's newest matches and the memories holding every
+term, a bounded number whatever the store's size) and, with an embedder, from the vector set
+(:class:`Dense`); scores the best of them exactly (:func:`lexical.lexical_score`); reads the
+signals (importance, creation, accesses, supersession, and the edges of the top candidates
+only) and ranks them with :func:`..ranking.rank`. Full rows are read for the hits alone.
+
+:class:`SqliteSource` is the :class:`recall.RecallSource` of Mnemon's smart recall: keyword
+and recency anchors and tokens come from the side index, edges and rows from ``mnemon.db``;
+the scoring is :mod:`.recall`'s, shared with the full-scan reference. The category and source
+filters are the source's set, so anchors, traversal and results all stay inside it.
 
 Everything here only reads; access counting is the store's job after a recall returns. Orders:
 basic recall and list go by importance, creation time and insertion, all descending; graph
