@@ -27,6 +27,7 @@ Edge counts in receipts count pairs for temporal and entity edges and rows for c
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import attrs
 
@@ -55,22 +56,21 @@ class NewInsight:
 
 
 def _temporal(tx: Tx, new: NewInsight) -> int:
-    made = 0
+    pairs: list[tuple[str, str, str, float, dict[str, Any]]] = []
     latest = tx.index.latest_of_source(new.source, new.doc)
     if latest is not None:
-        tx.pair(latest[0], new.id, "temporal", 1.0, {"sub_type": "backbone"}, directed=True)
-        made += 1
+        pairs.append((latest[0], new.id, "temporal", 1.0, {"sub_type": "backbone"}))
     near = tx.index.window(new.ts - WINDOW_S, new.ts, PROXIMITY_MAX + 1, new.doc)
     partners = [(node, ts) for node, ts in near if latest is None or node != latest[0]]
     for node, ts in partners[:PROXIMITY_MAX]:
         weight = 1.0 / (1.0 + (new.ts - ts) / 3600)
-        tx.pair(node, new.id, "temporal", weight, {"sub_type": "proximity"}, directed=True)
-        made += 1
-    return made
+        pairs.append((node, new.id, "temporal", weight, {"sub_type": "proximity"}))
+    tx.pairs(pairs, directed=True)
+    return len(pairs)
 
 
 def _entity(tx: Tx, new: NewInsight) -> int:
-    linked: set[str] = set()
+    linked: dict[str, str] = {}  # partner -> the entity that linked it, in linking order
     seen_keys: set[str] = set()
     for entity in new.entities:
         key = entity_key(entity)
@@ -81,9 +81,9 @@ def _entity(tx: Tx, new: NewInsight) -> int:
             if node in linked:
                 continue
             if len(linked) == ENTITY_MAX:
-                return len(linked)
-            tx.pair(node, new.id, "entity", 1.0, {"entity": entity})
-            linked.add(node)
+                break
+            linked[node] = entity
+    tx.pairs([(node, new.id, "entity", 1.0, {"entity": e}) for node, e in linked.items()])
     return len(linked)
 
 

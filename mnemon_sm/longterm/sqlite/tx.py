@@ -69,9 +69,22 @@ class Tx:
         directed: bool = False,
     ) -> None:
         """Both directions; with ``directed`` the metadata says precedes / succeeds."""
-        forward = {**meta, "direction": "precedes"} if directed else meta
-        backward = {**meta, "direction": "succeeds"} if directed else meta
-        self.edges([(older, newer, kind, weight, forward), (newer, older, kind, weight, backward)])
+        self.pairs([(older, newer, kind, weight, meta)], directed=directed)
+
+    def pairs(
+        self,
+        rows: list[tuple[str, str, str, float, dict[str, Any]]],
+        *,
+        directed: bool = False,
+    ) -> None:
+        """:meth:`pair` for many pairs, written in one statement, in order."""
+        out: list[tuple[str, str, str, float, dict[str, Any]]] = []
+        for older, newer, kind, weight, meta in rows:
+            forward = {**meta, "direction": "precedes"} if directed else meta
+            backward = {**meta, "direction": "succeeds"} if directed else meta
+            out += [(older, newer, kind, weight, forward), (newer, older, kind, weight, backward)]
+        if out:
+            self.edges(out)
 
     def log(self, operation: str, insight_id: str | None, detail: dict[str, Any]) -> None:
         cur = self.conn.execute(
