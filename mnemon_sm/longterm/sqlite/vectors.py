@@ -193,18 +193,19 @@ class VectorSet:
         used = len(self._slot) + len(self._free)
         if not self._slot:
             return {}
-        if allowed is None:
-            slots = numpy.arange(used)
+        if allowed is None:  # a view of the used rows: no copy of the matrix
+            sims = self._matrix[:used] @ query
+            docs = self._docs[:used]
         else:
             slots = numpy.fromiter(
                 (self._slot[d] for d in allowed if d in self._slot), dtype=numpy.int64
             )
-        out: dict[int, float] = {}
-        if len(slots):
             sims = self._matrix[slots] @ query
             docs = self._docs[slots]
-            sims[docs < 0] = -numpy.inf
-            top = min(k, len(slots))
+        out: dict[int, float] = {}
+        if len(docs):
+            sims = numpy.where(docs < 0, -numpy.inf, sims)
+            top = min(k, len(docs))
             best = numpy.argpartition(-sims, top - 1)[:top]
             for i in best:
                 if docs[i] >= 0:
