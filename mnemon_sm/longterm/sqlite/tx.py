@@ -34,6 +34,24 @@ def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+_META_CACHE: dict[tuple[tuple[str, Any], ...], str] = {}
+
+
+def _meta_json(meta: dict[str, Any]) -> str:
+    """:func:`compact` of an edge's metadata; the few shapes automatic edges repeat (a
+    sub-type and a direction) are encoded once."""
+    try:
+        key = tuple(meta.items())
+        found = _META_CACHE.get(key)
+    except TypeError:  # an unhashable value: encode it every time
+        return compact(meta)
+    if found is None:
+        found = compact(meta)
+        if len(_META_CACHE) < 256 and all(isinstance(v, str) for _, v in key):
+            _META_CACHE[key] = found
+    return found
+
+
 @attrs.define
 class Tx:
     conn: sqlite3.Connection
@@ -53,7 +71,10 @@ class Tx:
             "INSERT OR REPLACE INTO main.edges"
             " (source_id, target_id, edge_type, weight, metadata, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
-            [(src, dst, kind, w, compact(meta), self.stamp) for src, dst, kind, w, meta in rows],
+            [
+                (src, dst, kind, w, _meta_json(meta), self.stamp)
+                for src, dst, kind, w, meta in rows
+            ],
         )
         for src, dst, *_ in rows:
             self.touched.update((src, dst))
