@@ -230,35 +230,10 @@ class LongTermService:
     def spaces(self) -> tuple[Space, ...]:
         return self.catalog.list()
 
-    def search(
-        self,
-        query: object,
-        *,
-        space_ids: Sequence[str] | None = None,
-        mode: object = "relevance",
-        limit: object = None,
-        category: object = None,
-        source: object = None,
-        intent: object = None,
-        readonly: bool = False,
-    ) -> SearchResult:
-        """The deterministic search over active (or named) spaces: :meth:`retrieve`, then
-        :func:`select_evidence`.
-
-        ``readonly`` searches count no access (a write worker checking for duplicates).
-        """
-        return select_evidence(
-            self.retrieve(
-                query,
-                space_ids=space_ids,
-                mode=mode,
-                limit=limit,
-                category=category,
-                source=source,
-                intent=intent,
-                readonly=readonly,
-            )
-        )
+    def search(self, query: object, **options: Any) -> SearchResult:
+        """The deterministic search over active (or named) spaces: :meth:`retrieve` (same
+        options), then :func:`select_evidence`."""
+        return select_evidence(self.retrieve(query, **options))
 
     def retrieve(
         self,
@@ -272,7 +247,10 @@ class LongTermService:
         intent: object = None,
         readonly: bool = False,
     ) -> Retrieved:
-        """Each readable space's ranked candidates (``min(150, 3 x limit)`` of them)."""
+        """Each readable space's ranked candidates (``min(150, 3 x limit)`` of them).
+
+        ``readonly`` searches count no access (a write worker checking for duplicates).
+        """
         text = checks.query(query).strip()
         if not text:
             raise InvalidInput("query is required")
