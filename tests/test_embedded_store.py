@@ -454,6 +454,60 @@ def test_effective_importance_is_kept_current(
     assert values[b] == pytest.approx(0.3 * 1.1)
 
 
+def test_effective_importance_refreshes_only_where_the_edge_bonus_can_move(
+    tmp_path: Path, store: EmbeddedStore, clock: FakeClock
+) -> None:
+    hub, loner, *spokes = isolated(store, "hub", "loner", "s1", "s2", "s3", "s4", "s5")
+    for spoke in spokes:
+        store.link("default", hub, spoke)  # hub: 5 outgoing edges, its bonus at the cap
+    store.link("default", loner, spokes[0])  # loner: 1 outgoing edge
+    with raw(tmp_path) as conn:
+        before = dict(conn.execute("SELECT id, effective_importance FROM insights"))
+    assert before[hub] == pytest.approx(0.5 * 1.5)
+    clock.advance(10 * DAY)
+    store.link("default", hub, loner)  # one more edge each way
+    with raw(tmp_path) as conn:
+        after = dict(conn.execute("SELECT id, effective_importance FROM insights"))
+    assert after[hub] == before[hub]  # had 5: the bonus could not move, the snapshot stays
+    decayed = 0.5 ** (10 / 30)
+    assert after[loner] == pytest.approx(0.5 * decayed * 1.2, abs=1e-6)  # had 1, now 2
+    assert after[spokes[1]] == before[spokes[1]]  # not touched by this write at all
+
+
+def test_insight_ids_are_time_ordered_uuids(store: EmbeddedStore, clock: FakeClock) -> None:
+    import uuid
+
+    made = [store.remember("default", f"fact number {n}").id for n in range(3)]
+    clock.advance(-HOUR)  # a clock that steps back still yields increasing ids
+    made.append(store.remember("default", "fact number 3").id)
+    clock.advance(2 * DAY)
+    made += isolated(store, "fact number 4", "fact number 5")
+    parsed = [uuid.UUID(node) for node in made]
+    assert [str(p) for p in parsed] == made  # canonical lowercase form
+    assert {(p.version, p.variant) for p in parsed} == {(7, uuid.RFC_4122)}
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert parsed[-1].int >> 80 == clock.now_ms()  # the store's clock, in the first 48 bits
+
+
+def test_insight_ids_stay_unique_and_ordered_across_threads() -> None:
+    from mnemon_sm.longterm.sqlite.rows import IdSequence
+
+    ids = IdSequence()
+    out: list[list[str]] = [[] for _ in range(4)]
+
+    def make(slot: list[str]) -> None:  # 12000 ids in one millisecond: the counter carries
+        slot.extend(ids.next(1_770_000_000_000) for _ in range(3000))
+
+    workers = [threading.Thread(target=make, args=(slot,)) for slot in out]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    every = [node for slot in out for node in slot]
+    assert len(set(every)) == len(every) == 12000
+    assert all(slot == sorted(slot) for slot in out)
+
+
 # -- link, forget, related --------------------------------------------------------------------
 
 

@@ -5,8 +5,13 @@ Theory of operation
 ``effective_importance = base(importance) x max(1, ln(1 + access_count)) x 0.5 ^ (days / 30)
 x (1 + 0.1 x min(edges, 5))``, with base weights 5: 1.0, 4: .8, 3: .5, 2: .3, 1: .15; days count
 from the last access, or from creation when never accessed; edges are the insight's outgoing
-edge rows. The stored value is a snapshot: it is refreshed for every insight a write touches (a
-new insight, both ends of a new edge, the neighbours of a forgotten one, every recalled one).
+edge rows. The stored value is a snapshot, taken when an input other than time changes: it is
+recomputed for a new insight, for every recalled one (its access count moved) and for every
+insight whose edge bonus may have moved, that is one that had fewer than 5 outgoing edges before
+the write (an end of a new edge or a neighbour of a forgotten insight). An insight that had 5 or
+more keeps its stored value: its bonus is already at the cap, and rewriting it only to advance
+the time decay would cost a remember about half of the pages it writes. Mnemon's own remember
+refreshes the new insight only; auto-prune here always computes the value fresh.
 
 Auto-prune (off unless a ceiling is set): when active insights exceed the ceiling, up to 10 of
 the weakest are soft-deleted, weakest first by freshly computed effective importance, then
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .recall import ts_key
@@ -27,6 +32,7 @@ __all__ = ["effective_importance", "refresh", "weakest"]
 
 BASE = {5: 1.0, 4: 0.8, 3: 0.5, 2: 0.3, 1: 0.15}
 HALF_LIFE_DAYS = 30
+EDGE_CAP = 5  # outgoing edges past which the edge bonus stops growing
 PRUNE_BATCH = 10
 _ROW = (
     "SELECT id, importance, access_count, created_at, last_accessed_at,"
@@ -40,7 +46,7 @@ def effective_importance(
     base = BASE[min(5, max(1, importance))]  # out-of-range values from other writers clamp
     usage = max(1.0, math.log1p(max(0, access_count)))
     decay = 0.5 ** (max(0.0, age_seconds) / 86400 / HALF_LIFE_DAYS)
-    value: float = base * usage * decay * (1 + 0.1 * min(edges, 5))
+    value: float = base * usage * decay * (1 + 0.1 * min(edges, EDGE_CAP))
     return round(value, 6)
 
 
@@ -50,13 +56,25 @@ def _value(row: Sequence[Any], now_s: int) -> float:
     return effective_importance(int(importance or 3), int(count or 0), now_s - since, int(edges))
 
 
-def refresh(conn: sqlite3.Connection, ids: Collection[str], now_ms: int) -> None:
-    """Recompute and store the effective importance of these insights."""
+def refresh(
+    conn: sqlite3.Connection,
+    ids: Collection[str],
+    now_ms: int,
+    gained: Mapping[str, int] | None = None,
+) -> None:
+    """Recompute and store the effective importance of these insights. With ``gained`` (the
+    outgoing edges each insight gained in this write) an insight is skipped when it had
+    :data:`EDGE_CAP` or more outgoing edges before the write: its edge bonus cannot have moved.
+    """
     listed = sorted(ids)
     for start in range(0, len(listed), 500):
         part = listed[start : start + 500]
         rows = conn.execute(f"{_ROW} WHERE id IN ({','.join('?' * len(part))})", part)
-        values = [(_value(row, now_ms // 1000), row[0]) for row in rows.fetchall()]
+        values = [
+            (_value(row, now_ms // 1000), row[0])
+            for row in rows.fetchall()
+            if gained is None or int(row[5]) - gained.get(row[0], 0) < EDGE_CAP
+        ]
         conn.executemany("UPDATE main.insights SET effective_importance = ? WHERE id = ?", values)
 
 

@@ -34,6 +34,7 @@ from ...errors import StorageError
 from ...ports import Clock
 from ..locks import path_lock
 from . import schema
+from .rows import IdSequence
 from .sideindex import INDEX_FILE, SideIndex
 from .tx import Tx
 
@@ -62,6 +63,7 @@ class Handle:
     identity: tuple[int, int]
     db_path: str
     closed: bool = False
+    ids: IdSequence = attrs.Factory(IdSequence)
 
     @classmethod
     def open(
@@ -109,7 +111,7 @@ class Handle:
         conn.execute("BEGIN IMMEDIATE")
         try:
             self.index.sync()
-            result = body(Tx(conn, self.index, clock.now_ms()))
+            result = body(Tx(conn, self.index, clock.now_ms(), ids=self.ids))
             conn.execute("COMMIT")
         except BaseException:
             try:

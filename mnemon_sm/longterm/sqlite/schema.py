@@ -127,6 +127,10 @@ def connect(path: str, durability: str = "full") -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA main.synchronous = {SYNCHRONOUS[durability]}")
     conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    # Statement journals (an INSERT OR REPLACE of edges needs one) and sorter scratch in
+    # memory: on disk they spill to a temporary file past 64 KiB and a remember then pays
+    # hundreds of small writes to it.
+    conn.execute("PRAGMA temp_store = MEMORY")
     return conn
 
 

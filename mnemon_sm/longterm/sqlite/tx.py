@@ -5,7 +5,8 @@ Theory of operation
 A :class:`Tx` lives for one ``BEGIN IMMEDIATE`` transaction, opened and closed by the store. It
 carries the connection, the side index and the single clock reading of the operation (so every
 timestamp one write leaves behind is the same second), and collects the ids whose effective
-importance must be refreshed before commit.
+importance may need a refresh before commit (``touched``) with the outgoing edges each gained
+(``gained``; see :func:`.decay.refresh`).
 
 Rules kept: edge rows are written with ``INSERT OR REPLACE`` (the key is source, target, type);
 metadata is compact JSON; the oplog keeps its newest 5000 rows; a soft delete sets
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from typing import Any
 
 import attrs
 
-from .rows import stamp
+from .rows import IdSequence, stamp
 from .sideindex import SideIndex
 
 __all__ = ["OPLOG_KEEP", "Tx", "compact"]
@@ -58,10 +60,16 @@ class Tx:
     index: SideIndex
     now_ms: int
     touched: set[str] = attrs.Factory(set)
+    ids: IdSequence = attrs.Factory(IdSequence)  # the space's, kept by its handle
+    gained: Counter[str] = attrs.Factory(Counter)
     stamp: str = attrs.field(init=False)  # the operation's one timestamp, as Mnemon writes it
 
     def __attrs_post_init__(self) -> None:
         self.stamp = stamp(self.now_ms)
+
+    def new_id(self) -> str:
+        """A new insight id (see :mod:`.rows`)."""
+        return self.ids.next(self.now_ms)
 
     def edge(self, src: str, dst: str, kind: str, weight: float, meta: dict[str, Any]) -> None:
         self.edges([(src, dst, kind, weight, meta)])
@@ -78,6 +86,7 @@ class Tx:
         )
         for src, dst, *_ in rows:
             self.touched.update((src, dst))
+            self.gained[src] += 1
 
     def pair(
         self,

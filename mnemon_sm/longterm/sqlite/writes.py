@@ -18,7 +18,6 @@ adds 1 and sets ``last_accessed_at`` on every returned insight and never touches
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 
 import attrs
@@ -38,7 +37,7 @@ _NO_EDGES = {"temporal": 0, "entity": 0, "causal": 0, "semantic": 0}
 
 
 def _insert(tx: Tx, item: Prepared, created_at: str) -> edges.NewInsight:
-    node = str(uuid.uuid4())
+    node = tx.new_id()
     cur = tx.conn.execute(
         "INSERT INTO main.insights (id, content, category, importance, tags, entities, source,"
         " access_count, created_at, updated_at, effective_importance)"
@@ -79,7 +78,7 @@ def _finish(tx: Tx, ceiling: int, protect: set[str]) -> list[str]:
             tx.soft_delete(node, rowid)
             tx.log("prune", node, {})
     tx.touched.difference_update(pruned)
-    decay.refresh(tx.conn, tx.touched, tx.now_ms)
+    decay.refresh(tx.conn, tx.touched, tx.now_ms, tx.gained)
     return pruned
 
 
@@ -169,7 +168,7 @@ def forget(tx: Tx, insight_id: str) -> ForgetReceipt:
     if rowid is None:
         raise UnknownInsight(f"no active insight has id {insight_id!r}")
     tx.soft_delete(insight_id, rowid)
-    decay.refresh(tx.conn, tx.touched, tx.now_ms)
+    decay.refresh(tx.conn, tx.touched, tx.now_ms, tx.gained)
     tx.log("forget", insight_id, {})
     tx.index.note_write(0, tx.stamp)
     return ForgetReceipt(insight_id)
@@ -183,7 +182,7 @@ def link(tx: Tx, src: str, dst: str, kind: str, weight: float, reason: str | Non
     if reason is not None:
         meta["reason"] = reason
     tx.pair(src, dst, kind, weight, meta)
-    decay.refresh(tx.conn, tx.touched, tx.now_ms)
+    decay.refresh(tx.conn, tx.touched, tx.now_ms, tx.gained)
     tx.log("link", src, {"target_id": dst, "edge_type": kind, "weight": weight})
     tx.index.note_write(0, None)
     return LinkReceipt(src, dst, kind, weight, dict(meta))
