@@ -6,6 +6,10 @@ in ``[0, BOOST_MAX]``; relevance 0 is never a candidate. What must follow, check
 - pure: a candidate of relevance 0 is never ranked, whatever its recency, importance, accesses
   or links; a candidate at least ``1 + BOOST_MAX`` times more relevant than another always
   ranks before it; every score is in [0, 1] and the order is by score;
+- the lexical candidate pool (``lexical.candidate_pool``) is the first ``k`` memories by
+  reach (the sum of the best ``weight x idf`` of each term a memory matches; the sum over all
+  terms for one holding every term), then by rowid, highest first, with BM25's idf
+  ``ln(1 + (N - df + 0.5) / (df + 0.5))``: an oracle written from that rule;
 - through a real root (embedded store, direct search flow): memories that share no term with
   the question, made as recent, important, often read and well linked as they can be, are
   never returned (INV-SEA-3) and never push a relevant memory out of the top k: the top k
@@ -16,6 +20,7 @@ in ``[0, BOOST_MAX]``; relevance 0 is never a candidate. What must follow, check
 
 from __future__ import annotations
 
+import math
 import tempfile
 from typing import Any
 
@@ -24,7 +29,7 @@ from hypothesis import strategies as st
 
 from mnemon_sm.config import Config
 from mnemon_sm.longterm import ranking
-from mnemon_sm.longterm.sqlite import EmbeddedStore
+from mnemon_sm.longterm.sqlite import EmbeddedStore, lexical
 from mnemon_sm.ports import Ports
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.memory import FakeClock, MemoryFiles, MemoryLocks
@@ -62,6 +67,41 @@ def test_the_rule_ranks_by_bounded_score(candidates: dict[int, ranking.Features]
         for b, fb in plain.items():
             if a != b and ranking.relevance(fa) >= factor * ranking.relevance(fb):
                 assert position[a] < position[b], (fa, fb)
+
+
+@st.composite
+def pools(draw: st.DrawFn) -> tuple[Any, ...]:
+    vocabulary = [f"w{n}" for n in range(8)]
+    frequency = {word: draw(st.integers(1, 60)) for word in vocabulary}
+    stats = lexical.Stats(draw(st.integers(60, 200)), 10.0, frequency)
+    terms = []
+    for n in range(draw(st.integers(1, 4))):
+        picked = draw(st.lists(st.sampled_from(vocabulary), min_size=1, max_size=3, unique=True))
+        weights = [1.0, *(draw(st.sampled_from((0.7, 0.6))) for _ in picked[1:])]
+        terms.append(lexical.QueryTerm(f"q{n}", tuple(zip(picked, weights, strict=True))))
+    rowids = st.lists(st.integers(1, 40), unique=True, max_size=25)
+    matches = [draw(rowids) for _ in terms]
+    everything = draw(rowids) if len(terms) > 1 else []
+    return terms, matches, everything, stats, draw(st.integers(1, 30))
+
+
+@given(pools())
+def test_the_candidate_pool_is_the_best_reach_then_the_newest(case: tuple[Any, ...]) -> None:
+    terms, matches, everything, stats, k = case
+
+    def idf(term: str) -> float:
+        df = stats.frequency[term]
+        return math.log(1.0 + (stats.docs - df + 0.5) / (df + 0.5))
+
+    best = [max(weight * idf(variant) for variant, weight in term.variants) for term in terms]
+    reach: dict[int, float] = {}
+    for value, docs in zip(best, matches, strict=True):
+        for doc in docs:
+            reach[doc] = reach.get(doc, 0.0) + value
+    for doc in everything:
+        reach[doc] = sum(best)
+    expected = sorted(reach, key=lambda doc: (-reach[doc], -doc))[:k]
+    assert lexical.candidate_pool(terms, matches, everything, stats, k) == expected
 
 
 @given(features, features)

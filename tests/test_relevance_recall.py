@@ -145,6 +145,49 @@ def test_forget_and_rebuild_keep_the_index_true(tmp_path: Path, clock: FakeClock
     assert _contents(store, "kiwi orchard") == ["kiwi harvest notes"]
 
 
+def _vocabulary(tmp_path: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """The side index's document frequencies and FTS5's own count of the same index (read
+    through its vocabulary table, which walks every posting list)."""
+    conn = sqlite3.connect(tmp_path / "root" / "data" / SPACE / "mnemon-sm-index.db")
+    try:
+        ours = dict(conn.execute("SELECT term, df FROM vocab"))
+        conn.execute("CREATE VIRTUAL TABLE temp.counted USING fts5vocab(main, fts, 'row')")
+        theirs = dict(conn.execute("SELECT term, doc FROM temp.counted WHERE doc > 0"))
+    finally:
+        conn.close()
+    return ours, theirs
+
+
+def test_document_frequencies_stay_true(tmp_path: Path, clock: FakeClock) -> None:
+    store = _store(tmp_path, clock)
+    texts = ["kiwi orchard notes", "kiwi harvest", "orchard ladders and kiwis", "plain words"]
+    made = [store.remember(SPACE, text, tags=("fruit",)).id for text in texts]
+
+    def expected() -> dict[str, int]:  # one per active memory holding a term, from the rule
+        out: dict[str, int] = {}
+        for row in store.list(SPACE):
+            for term in set(analyze(" ".join((row.content, *row.tags, *row.entities)))):
+                out[term] = out.get(term, 0) + 1
+        return out
+
+    assert _vocabulary(tmp_path) == (expected(), expected())
+    assert expected()["kiwi"] == 3 and expected()["fruit"] == 4
+    store.forget(SPACE, made[0])
+    store.remember(SPACE, "kiwi again", entities=("Kiwi",))
+    assert _vocabulary(tmp_path) == (expected(), expected())
+    conn = sqlite3.connect(tmp_path / "root" / "data" / SPACE / "mnemon.db")
+    with conn:  # another program edits one in place and drops another
+        conn.execute(
+            "UPDATE insights SET content = 'apricot', updated_at = 'z' WHERE id = ?", (made[1],)
+        )
+        conn.execute("UPDATE insights SET deleted_at = 'z' WHERE id = ?", (made[3],))
+    conn.close()
+    assert _contents(store, "apricot") == ["apricot"]  # the refresh ran
+    assert "plain" not in expected() and _vocabulary(tmp_path) == (expected(), expected())
+    store.rebuild_index(SPACE)
+    assert _vocabulary(tmp_path) == (expected(), expected())
+
+
 def test_an_index_of_the_previous_format_is_rebuilt(tmp_path: Path, clock: FakeClock) -> None:
     store = _store(tmp_path, clock)
     store.remember(SPACE, "kiwi orchard notes")

@@ -308,11 +308,9 @@ def relevance_recall(
         index.matching(lexical.term_expression(term), lexical.TERM_MATCHES, category, source)
         for term in terms
     ]
-    everything = (
-        index.matching(lexical.all_terms_expression(terms), pool, category, source)
-        if len(terms) > 1
-        else []
-    )
+    everything: Sequence[int] | lexical.Rowids = []
+    if len(terms) > 1:
+        everything = index.matching(lexical.all_terms_expression(terms), pool, category, source)
     found = lexical.candidate_pool(terms, matches, everything, stats, pool)
     similar: dict[int, float] = {}
     if dense is not None:
