@@ -194,24 +194,38 @@ class VectorSet:
         if not self._slot:
             return {}
         if allowed is None:  # a view of the used rows: no copy of the matrix
-            sims = self._matrix[:used] @ query
+            sims = _dot(self._matrix[:used], query)
             docs = self._docs[:used]
         else:
             slots = numpy.fromiter(
                 (self._slot[d] for d in allowed if d in self._slot), dtype=numpy.int64
             )
-            sims = self._matrix[slots] @ query
+            sims = _dot(self._matrix[slots], query)
             docs = self._docs[slots]
         out: dict[int, float] = {}
         if len(docs):
-            sims = numpy.where(docs < 0, -numpy.inf, sims)
+            sims[docs < 0] = -numpy.inf
             top = min(k, len(docs))
-            best = numpy.argpartition(-sims, top - 1)[:top]
+            best = numpy.argpartition(sims, len(sims) - top)[len(sims) - top :]
             for i in best:
                 if docs[i] >= 0:
                     out[int(docs[i])] = float(sims[i])
-        for doc in also:
-            slot = self._slot.get(doc)
-            if slot is not None and (allowed is None or doc in allowed):
-                out.setdefault(doc, float(self._matrix[slot] @ query))
+        extra = [
+            (doc, slot)
+            for doc in also
+            if doc not in out
+            and (slot := self._slot.get(doc)) is not None
+            and (allowed is None or doc in allowed)
+        ]
+        if extra:
+            values = _dot(self._matrix[[slot for _, slot in extra]], query)
+            out.update((doc, float(value)) for (doc, _), value in zip(extra, values, strict=True))
         return out
+
+
+def _dot(matrix: Vectors, query: Vectors) -> Vectors:
+    """``matrix @ query`` without BLAS: the product is bound by memory, not arithmetic, and a
+    multi-threaded BLAS keeps its threads spinning after it, which slowed the embedder's
+    next call (the query's vector) from 18 to 47 ms at 100k vectors on two cores."""
+    result: Vectors = numpy.einsum("ij,j->i", matrix, query)
+    return result
