@@ -18,6 +18,12 @@ with dense retrieval is timed per query twice: cold (a query the store has never
 vector is computed inside the call: the honest figure) and repeated (the same query again at
 once, its vector from the store's query cache). Every cold query is distinct across the run.
 
+Embedding 100k texts takes about half an hour on a small CPU. ``--real-vectors N`` embeds the
+first N insights with the model and gives the rest seeded random unit vectors (through
+``embed_missing`` of a second store object on the same files, whose embedder answers with the
+model's id): the store's work per recall does not depend on the vectors' values, and every
+timed query is still embedded by the model. The output counts the random vectors.
+
 Ratios are p50 at each size over p50 at the smallest, per system. Targets: p50 at the largest
 size at most 3x p50 at the smallest for relevance recall, without and with embeddings.
 
@@ -32,7 +38,7 @@ timestamp the store writes. A full run takes a few minutes and about 1 GB of dis
 1 GB. Progress goes to stderr.
 
 Usage: python benchmarks/long_term.py [--sizes 1000,10000,100000] [--queries N]
-       [--remembers N] [--embeddings] [--dir DIR]
+       [--remembers N] [--embeddings [--real-vectors N]] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -47,9 +53,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from mnemon_sm.longterm.embed import Embedder
+import numpy
+
+from mnemon_sm.longterm.embed import Embedder, Vectors
 from mnemon_sm.longterm.sqlite import EmbeddedStore
 from mnemon_sm.longterm.values import DraftInsight, ImportDraft
 
@@ -254,6 +263,31 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+class PartlyRandom:
+    """An embedder answering as ``model`` for its first ``real`` texts and with seeded random
+    unit vectors after them (see ``--real-vectors``)."""
+
+    def __init__(self, model: Embedder, real: int) -> None:
+        self.model, self.left, self.random = model, real, 0
+        self.model_id, self.dimensions = model.model_id, model.dimensions
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if self.left >= len(texts):
+            self.left -= len(texts)
+            return self.model.embed(texts)
+        self.left = 0
+        self.random += len(texts)
+        rows = [
+            numpy.random.default_rng(list(text.encode("utf-8", "surrogatepass"))).standard_normal(
+                self.dimensions
+            )
+            for text in texts
+        ]
+        matrix = numpy.asarray(rows, dtype=numpy.float32)
+        matrix /= numpy.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix
+
+
 def make_embedder() -> Embedder:
     """``SentenceTransformerEmbedder()``, imported only when asked for (its model needs the
     ``[embeddings]`` extra)."""
@@ -285,6 +319,13 @@ def main() -> None:
         action="store_true",
         help="also time relevance recall with SentenceTransformerEmbedder (needs the extra)",
     )
+    parser.add_argument(
+        "--real-vectors",
+        type=int,
+        default=None,
+        help="with --embeddings: embed only the first N insights with the model, the rest"
+        " with random unit vectors (the timed queries always use the model)",
+    )
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
@@ -292,6 +333,8 @@ def main() -> None:
         parser.error("--sizes must be positive and strictly increasing")
     if args.queries < WARM or args.remembers < 1:
         parser.error(f"--queries must be at least {WARM} and --remembers at least 1")
+    if args.real_vectors is not None and (not args.embeddings or args.real_vectors < 0):
+        parser.error("--real-vectors needs --embeddings and a count of at least 0")
     embedder = make_embedder() if args.embeddings else None
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="lt-bench-"))
     per_size = 2 * args.remembers + 2 * args.queries + (4 * args.remembers if embedder else 0)
@@ -301,10 +344,16 @@ def main() -> None:
     store.create_space(SPACE)
     stores = [store]
     dense: EmbeddedStore | None = None
+    filler: EmbeddedStore | None = None  # backfills the dense space (see --real-vectors)
+    partly: PartlyRandom | None = None
     if embedder is not None:
         dense = EmbeddedStore(workdir / "embedded", clock, embedder=embedder)
         dense.create_space(SPACE)
         stores.append(dense)
+        filler = dense
+        if args.real_vectors is not None:
+            partly = PartlyRandom(embedder, args.real_vectors)
+            filler = EmbeddedStore(workdir / "embedded", clock, embedder=partly)
     corpus = Corpus()
     queries = [corpus.query() for _ in range(args.queries)]
     extra = Corpus(stream=13)  # insights remembered at durability off
@@ -325,7 +374,8 @@ def main() -> None:
         row["relevance_p95_ms"] = round(percentile(relevance, 0.95), 2)
         log(f"{size}: relevance p50 {row['relevance_p50_ms']} ms, smart {row['recall_p50_ms']} ms")
         if dense is not None:
-            embedded, spent = backfill(dense, size)
+            assert filler is not None
+            embedded, spent = backfill(filler, size)
             warm = probe.fresh_queries(WARM, seen)
             cold, repeated = dense_recall_times(
                 dense, warm, probe.fresh_queries(args.queries, seen), clock
@@ -358,6 +408,8 @@ def main() -> None:
     store.close()
     if dense is not None:
         dense.close()
+    if filler is not None:
+        filler.close()
     systems = {
         "relevance": "relevance_p50_ms",
         "smart": "recall_p50_ms",
@@ -407,6 +459,7 @@ def main() -> None:
                         " emb_repeated_* the same query again (its vector cached)"
                     )
                 ),
+                "random_vectors": None if partly is None else partly.random,
                 "queries": len(queries),
                 "table": rows,
                 "p50_ratios_to_smallest": p50_ratios,
