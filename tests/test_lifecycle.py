@@ -335,10 +335,16 @@ def test_every_event_in_armed_and_deferred() -> None:
     lc, _ = deferred_agent()
     lc.dispose()
     assert lc.state == "disposed"
-    lc, _ = deferred_agent()
-    lc._flow.activity.clear()
-    lc.turn_stopping(1, tools(1, [], 0))  # no longer eligible: cancelled
-    assert lc.state == "idle" and lc.deadline_ms is None
+    for make in ("armed", "deferred"):  # no longer eligible: the deadline is cancelled
+        if make == "armed":
+            lc, _, _ = agent()
+            eligible_turn(lc, 1)
+        else:
+            lc, _ = deferred_agent()
+        assert lc.state == make
+        lc._flow.activity.clear()
+        lc.turn_stopping(1, tools(1, [], 0))
+        assert lc.state == "idle" and lc.deadline_ms is None
 
 
 def test_a_stopping_turn_with_recording_switched_off_changes_nothing() -> None:
