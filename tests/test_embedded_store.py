@@ -285,6 +285,50 @@ def test_a_database_without_mnemon_columns_is_refused(tmp_path: Path, clock: Fak
     assert caught.value.path == "data/theirs/mnemon.db"
 
 
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"plain text, not a database\n" * 200, b"SQLite format 3\x00" + b"\xff" * 4080],
+    ids=["empty", "text", "torn-header"],
+)
+def test_a_file_that_is_no_database_is_corrupt_and_left_alone(
+    tmp_path: Path, clock: FakeClock, content: bytes
+) -> None:
+    folder = tmp_path / "data" / "theirs"
+    folder.mkdir(parents=True)
+    (folder / "mnemon.db").write_bytes(content)
+    store = EmbeddedStore(tmp_path, clock)
+    for call in (
+        lambda: store.status("theirs"),
+        lambda: store.remember("theirs", "a memory"),
+        lambda: store.recall("theirs", "memory"),
+    ):
+        with pytest.raises(CorruptStore) as caught:
+            call()
+        assert caught.value.path == "data/theirs/mnemon.db"
+    assert (folder / "mnemon.db").read_bytes() == content
+    assert sorted(p.name for p in folder.iterdir()) == ["mnemon.db"]  # nothing created beside
+
+
+def test_a_new_space_appears_with_its_schema_in_one_step(tmp_path: Path, clock: FakeClock) -> None:
+    store = EmbeddedStore(tmp_path, clock)
+    seen: list[int] = []
+    real_link = os.link
+
+    def link(source: object, target: object, **kw: object) -> None:
+        seen.append(os.stat(source).st_size)  # type: ignore[arg-type]
+        real_link(source, target, **kw)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "link", link)
+        store.create_space("fresh")
+    assert seen and seen[0] > 0  # the name appears only for a file that holds the schema
+    folder = tmp_path / "data" / "fresh"
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no draft left
+    assert store.status("fresh").total_insights == 0
+    with pytest.raises(InvalidInput):
+        store.create_space("fresh")
+
+
 # -- remember ---------------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ Rules kept:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from typing import TypeVar
 
 import attrs
 
-from ...errors import StorageError
+from ...errors import CorruptStore, StorageError
 from ...ports import Clock
 from ..locks import path_lock
 from . import schema
@@ -38,7 +39,7 @@ from .rows import IdSequence
 from .sideindex import INDEX_FILE, SideIndex
 from .tx import Tx
 
-__all__ = ["Handle", "mkdir_private", "storage_error"]
+__all__ = ["Handle", "fsync_directory", "mkdir_private", "storage_error"]
 
 T = TypeVar("T")
 
@@ -47,6 +48,15 @@ def storage_error(what: str, exc: BaseException) -> StorageError:
     error = StorageError(f"{what} failed: {exc}")
     error.__cause__ = exc
     return error
+
+
+def fsync_directory(path: Path) -> None:
+    """Make a new name in ``path`` durable (not followed if ``path`` is a symlink)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def mkdir_private(path: Path) -> None:
@@ -80,6 +90,7 @@ class Handle:
         with lock:
             conn: sqlite3.Connection | None = None
             try:
+                schema.check_file(str(db), where)
                 conn = schema.connect(str(db), durability)
                 schema.ensure_schema(conn, where)
                 index = SideIndex(conn, str(db.parent / INDEX_FILE), progress)
@@ -88,6 +99,8 @@ class Handle:
             except (sqlite3.Error, OSError) as exc:
                 if conn is not None:
                     conn.close()
+                if isinstance(exc, sqlite3.Error) and schema.not_a_database(exc):
+                    raise CorruptStore(f"{where} is not a SQLite database", path=where) from exc
                 raise storage_error(f"opening {where}", exc) from exc
             except BaseException:
                 if conn is not None:

@@ -10,7 +10,10 @@ index lives in another file (:mod:`.sideindex`).
 
 Rules kept:
 
-- A new store gets the whole DDL in one transaction, then ``user_version = 1``.
+- A new store gets the whole DDL in one transaction, then ``user_version = 1``, in a draft
+  file beside ``mnemon.db`` that is then linked to that name: no program ever sees an empty
+  ``mnemon.db`` of ours. An empty file, or one SQLite does not take for a database, is
+  refused as corrupt and left as it is (SQLite would turn an empty file into a new store).
 - An existing store is never restructured: a missing table is created and a missing optional
   column (``last_accessed_at``, ``embedding``, ``effective_importance``) is added the way
   Mnemon's own migration adds it; extra columns and foreign index names are left alone, and
@@ -22,13 +25,23 @@ Rules kept:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
 from ...errors import CorruptStore
 from ..values import EDGE_TYPES
 
-__all__ = ["BUSY_TIMEOUT_MS", "DDL", "SCHEMA_VERSION", "connect", "ensure_schema"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "DDL",
+    "SCHEMA_VERSION",
+    "check_file",
+    "connect",
+    "create",
+    "ensure_schema",
+    "not_a_database",
+]
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 5000
@@ -132,6 +145,36 @@ def connect(path: str, durability: str = "full") -> sqlite3.Connection:
     # hundreds of small writes to it.
     conn.execute("PRAGMA temp_store = MEMORY")
     return conn
+
+
+def create(path: str, where: str) -> None:
+    """Write a new store with the full schema at ``path``, a file that must not exist (mode
+    0600, no symlink followed). The caller moves it into place: a ``mnemon.db`` of length
+    zero is then never ours (see :func:`check_file`)."""
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+    conn = sqlite3.connect(Path(path).absolute().as_uri() + "?mode=rw", uri=True)
+    try:
+        conn.isolation_level = None
+        conn.execute("PRAGMA synchronous = FULL")
+        ensure_schema(conn, where)
+    finally:
+        conn.close()
+
+
+SQLITE_NOTADB = 26  # the primary result code of "file is not a database"
+
+
+def check_file(path: str, where: str) -> None:
+    """Refuse a store file no program made as a store: empty (SQLite would take it for a new
+    database and we would write a schema into someone's file)."""
+    if os.stat(path).st_size == 0:
+        raise CorruptStore(f"{where} is empty, not a Mnemon store", path=where)
+
+
+def not_a_database(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused the file as not being a database at all."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF == SQLITE_NOTADB) or "not a database" in str(exc)
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:

@@ -60,7 +60,7 @@ from ..values import (
     SpaceStatus,
 )
 from . import reads, schema, vectors, writes
-from .handles import Handle, mkdir_private, storage_error
+from .handles import Handle, fsync_directory, mkdir_private, storage_error
 from .reads import in_order
 from .sideindex import SideIndex
 from .tx import Tx
@@ -235,13 +235,25 @@ class EmbeddedStore:
 
     def create_space(self, space: str) -> None:
         db = self._db(checks.space_id(space))
+        where = f"data/{space}/{DB_FILE}"
         try:
             for directory in (self._root, db.parent.parent, db.parent):
                 mkdir_private(directory)
-            os.close(os.open(db, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            if os.path.lexists(db):
+                raise FileExistsError(db)
+            # The schema is written beside the final name and linked into place, so no
+            # program ever sees an empty mnemon.db of ours (an empty one is CorruptStore).
+            draft = db.with_name(f".{DB_FILE}.{os.getpid()}.{threading.get_ident()}.new")
+            draft.unlink(missing_ok=True)  # a crashed attempt of this same thread
+            try:
+                schema.create(str(draft), where)
+                os.link(draft, db, follow_symlinks=False)  # FileExistsError when beaten to it
+            finally:
+                draft.unlink(missing_ok=True)
+            fsync_directory(db.parent)
         except FileExistsError:
             raise InvalidInput(f"space {space!r} already exists") from None
-        except OSError as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise storage_error(f"creating space {space!r}", exc) from exc
         try:
             self._handle(space)  # creates the schema and the side index
