@@ -31,6 +31,7 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from scoring_model import as_reference, reference_score
 
 from mnemon_sm import Config, MemoryRoot, MnemonError
 from mnemon_sm.lifecycle.scoring import score_of
@@ -48,6 +49,21 @@ ABORT_KEEPS = "INV-LIF-7"
 IDLE_MS = 5_000
 
 COMBOS = list(itertools.product(["guided", "off"], ["guided", "off"], *[[True, False]] * 3))
+
+
+def test_the_score_matches_the_reference_rule_at_every_boundary() -> None:
+    """Every combination of counts on and around each rule's steps (50 characters, 5 tool
+    results, 3 unique tools, their caps), against the oracle written from the reference."""
+    chars = (0, 1, 49, 50, 51, 99, 100, 149, 150, 151, 199, 200, 10_000)
+    turns = (0, 1, 2, 3, 4, 5, 9)
+    results = (0, 1, 4, 5, 6, 9, 10, 11, 14, 15, 100)
+    unique = (0, 1, 2, 3, 4, 5, 6, 50)
+    wrong = [
+        counts
+        for counts in itertools.product(chars, turns, results, unique)
+        if as_reference(score_of(*counts)) != reference_score(*counts)
+    ]
+    assert not wrong, f"{len(wrong)} combinations differ, first {wrong[:5]}"
 
 
 def message(ident: str, text: str, kind: str = "user") -> dict[str, Any]:
@@ -100,15 +116,18 @@ def test_the_five_switches_follow_the_reference_model(
     events = [{"type": "tool/call", "name": n, "turn": 1} for n in calls]
     events += [{"type": "tool/result", "turn": 1}] * results
     agent.turn_stopping(1, events)
-    model = score_of(chars, 1, results, len(set(calls))) if recording else score_of(0, 0, 0, 0)
-    assert agent.score == model, SWITCHES
-    assert (agent.state == "armed") == (recording and model.eligible), SWITCHES
+    counts = (chars, 1, results, len(set(calls))) if recording else (0, 0, 0, 0)
+    model = reference_score(*counts)
+    assert as_reference(agent.score) == model, SWITCHES
+    assert (agent.score.user_chars, agent.score.turns) == counts[:2], SWITCHES
+    assert (agent.score.tool_results, agent.score.unique_tools) == counts[2:], SWITCHES
+    assert (agent.state == "armed") == (recording and model["eligible"]), SWITCHES
     agent.turn_ended(1)
     ports.clock.advance(IDLE_MS)  # type: ignore[attr-defined]
     agent.tick()
     assert agent.join(30)
     ran = agent.status()["counters"]["reviews"]
-    assert ran == int(recording and model.eligible), SWITCHES
+    assert ran == int(recording and model["eligible"]), SWITCHES
     assert (root.context.routing_guidance() != "") == routing, SWITCHES
 
 
