@@ -154,6 +154,8 @@ def creating(title: str = "title", content: str = "body", **fields: Any) -> Call
         (creating(source_paths=["../outside.md"], workspace="/w"), InvalidInput),
         (creating(source_paths=["/etc/passwd"], workspace="/w"), InvalidInput),
         (creating(source_paths=["documents/active/x.md"], workspace="/w"), InvalidInput),
+        (creating(source_paths="abc"), InvalidInput),  # one string is not a list of paths
+        (creating(session_ids="s1"), InvalidInput),
         (creating(content="x" * (2 * 1024 * 1024 + 1)), InvalidInput),
         (lambda d: d.update("no-such-id", content="x"), DocumentNotFound),
         (lambda d: d.archive("no-such-id"), DocumentNotFound),

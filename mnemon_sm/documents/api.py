@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..config import Config
@@ -90,8 +90,8 @@ class Documents:
             title=title,
             content=content,
             description=description,
-            source_paths=list(source_paths),
-            session_ids=list(session_ids),
+            source_paths=_items(source_paths),
+            session_ids=_items(session_ids),
             workspace=workspace,
             archive_if_full=archive_if_full,
         )
@@ -116,8 +116,8 @@ class Documents:
             content=content,
             title=title,
             description=description,
-            source_paths=None if source_paths is None else list(source_paths),
-            session_ids=list(session_ids),
+            source_paths=None if source_paths is None else _items(source_paths),
+            session_ids=_items(session_ids),
             workspace=workspace,
             archive_if_full=archive_if_full,
         )
@@ -200,3 +200,11 @@ class Documents:
 
     def _locked(self) -> store.IndexLock:
         return store.IndexLock(self._mutex, self._locks, self._config.lock_timeout_ms)
+
+
+def _items(values: object) -> object:
+    """The caller's paths or ids as a list; a lone string (which would iterate into letters)
+    or anything not iterable is passed on as it is, for the request's checks to refuse."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        return values
+    return list(values)
