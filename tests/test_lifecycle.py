@@ -234,6 +234,32 @@ def test_a_corrupt_or_foreign_state_file_is_refused(edit: Any) -> None:
         root.lifecycle("main")
 
 
+@pytest.mark.parametrize("damage", ["empty", "one torn line", "torn tail"])
+def test_a_torn_or_empty_state_file_is_read_as_documented_and_stays_readable(
+    damage: str,
+) -> None:
+    lc, _, ports = agent()
+    eligible_turn(lc, 1)
+    path = "state/lifecycle/main.json"
+    data = ports.files.read(path) or b""
+    last = data.splitlines()[-1]
+    damaged = {
+        "empty": b"",
+        "one torn line": last[: len(last) // 2],
+        "torn tail": data + last[: len(last) // 2],
+    }[damage]
+    ports.files.put(path, damaged)  # type: ignore[attr-defined]
+    root = MemoryRoot.open("/r", Config(durability="off"), ports=ports)
+    again = root.lifecycle("main")
+    expected = ("armed", 1) if damage == "torn tail" else ("idle", 0)  # the last whole line
+    assert (again.state, again.score.turns) == expected
+    again.pre_step(2, 1, [user("m2", "next")])  # the next save must not extend a torn line
+    state = (again.state, again.score.turns)
+    reopened = MemoryRoot.open("/r", Config(durability="off"), ports=ports).lifecycle("main")
+    assert (reopened.state, reopened.score.turns) == state
+    assert (ports.files.read(path) or b"").endswith(b"\n")
+
+
 def test_bad_agent_ids_and_events_after_dispose() -> None:
     lc, root, _ = agent()
     with pytest.raises(InvalidInput):

@@ -107,14 +107,19 @@ def state_path(agent_id: str) -> str:
 
 
 def load(files: Files, agent_id: str) -> tuple[AgentState | None, int]:
-    """The persisted state (None: never persisted) and the file's size."""
+    """The persisted state (None: never persisted, or no complete line survived) and the size
+    the next :func:`save` builds on: 0 when the file ends in a torn line, so that save
+    rewrites the file instead of appending to the torn bytes (which would tear the new line
+    too and make the file unreadable from then on)."""
     path = state_path(agent_id)
     data = files.read(path)
     if data is None:
         return None, 0
     complete, _, torn = data.rpartition(b"\n")
-    last = complete.rpartition(b"\n")[2] if complete else torn  # a torn tail is ignored
-    return _parse(last, agent_id, path), len(data)
+    if not complete:  # empty, or one line cut short: a power loss took the only state
+        return None, 0
+    last = complete.rpartition(b"\n")[2]  # the last complete line; a torn tail is ignored
+    return _parse(last, agent_id, path), 0 if torn else len(data)
 
 
 def _parse(line: bytes, agent_id: str, path: str) -> AgentState:
