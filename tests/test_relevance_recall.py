@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mnemon_sm.config import Config
-from mnemon_sm.errors import InvalidInput, ReadOnly
+from mnemon_sm.errors import CorruptStore, InvalidInput, ReadOnly
 from mnemon_sm.longterm.sqlite import EmbeddedStore
 from mnemon_sm.longterm.sqlite.lexical import analyze, edit_distance, query_terms
 from mnemon_sm.longterm.sqlite.store import DENSE_UNAVAILABLE
@@ -444,3 +444,32 @@ def test_an_edit_in_place_by_another_program_is_embedded_again(
     store.forget(SPACE, first.id)
     _contents(store, "doggo")
     assert len(store._vectors[SPACE]) == 1  # a forgotten memory leaves the vector set
+
+
+# -- one failing space ----------------------------------------------------------------------
+
+
+def test_a_failing_space_is_reported_and_the_others_answer(tmp_path: Path) -> None:
+    root = MemoryRoot.open(str(tmp_path / "r"), Config(durability="off"))
+    root.long_term.remember("The kiwi orchard is watered on Mondays")  # creates "default"
+    notes = root.long_term.create_space("Notes", "Project notes", active=True)
+    root.long_term.remember("Kiwi harvest notes live in the shared drive", space=notes.id)
+    assert notes.id != "default"
+    root.close()
+    broken = tmp_path / "r" / "data" / notes.id / "mnemon.db"
+    broken.write_bytes(b"not a database, a stray text file\n" * 100)
+    before = broken.read_bytes()
+
+    root = MemoryRoot.open(str(tmp_path / "r"), Config(durability="off"))
+    found = root.long_term.search("kiwi orchard")
+    assert [h.insight.content for h in found.hits] == ["The kiwi orchard is watered on Mondays"]
+    sources = {s["memoryBodyId"]: s for s in found.to_json()["sources"]}
+    assert sources["default"]["status"] == "ready"
+    assert sources[notes.id]["status"] == "unavailable"
+    assert f"data/{notes.id}/mnemon.db" in sources[notes.id]["reason"]
+    recalled = root.long_term.recall("kiwi orchard")  # through the recall worker and flow
+    assert recalled.results[0]["content"] == "The kiwi orchard is watered on Mondays"
+    with pytest.raises(CorruptStore):  # nothing answered: the failure itself
+        root.long_term.search("kiwi", spaces=[notes.id])
+    assert broken.read_bytes() == before
+    root.close()

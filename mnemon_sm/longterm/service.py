@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from ..convert import camel_case
-from ..errors import InvalidInput, ReadOnly
+from ..errors import InvalidInput, MnemonError, ReadOnly, StorageError, UnknownSpace
 from . import checks
 from .catalog import Catalog, Space, check_space_fields, check_space_id
 from .port import LongTermStore
@@ -112,10 +112,11 @@ class SearchHit:
 class SourceReport:
     space_id: str
     space_name: str
-    status: str  # ready | empty
+    status: str  # ready | empty | unavailable
     item_count: int
     quality: QualityReport
     hint: str | None = None
+    reason: str | None = None  # why an unavailable space could not be searched
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -128,6 +129,8 @@ class SourceReport:
         }
         if self.hint:
             out["hint"] = self.hint
+        if self.reason:
+            out["reason"] = self.reason
         return out
 
 
@@ -152,13 +155,21 @@ class SearchResult:
 
 
 @attrs.frozen
+class Unavailable:
+    """A space that could not be searched this time (its store failed), and why."""
+
+    reason: str
+
+
+@attrs.frozen
 class Retrieved:
-    """What each space returned for one search, before the quality policy."""
+    """What each space returned for one search, before the quality policy, in the spaces'
+    order; a space whose store failed is :class:`Unavailable`."""
 
     query: str
     mode: str
     limit: int
-    found: tuple[tuple[Space, RecallResult], ...]
+    found: tuple[tuple[Space, RecallResult | Unavailable], ...]
 
 
 IMPORT_SOURCE = "mnemon-sm-import"
@@ -197,6 +208,12 @@ def select_evidence(retrieved: Retrieved) -> SearchResult:
     reports = []
     limit = retrieved.limit
     for space, found in retrieved.found:
+        if isinstance(found, Unavailable):
+            _, nothing = apply_policy((), [], limit, low=low_cutoff(retrieved.mode))
+            reports.append(
+                SourceReport(space.id, space.name, "unavailable", 0, nothing, reason=found.reason)
+            )
+            continue
         scores = [h.score for h in found.hits]
         chosen, quality = apply_policy(found.hits, scores, limit, low=low_cutoff(retrieved.mode))
         scored += [SearchHit(space.id, space.name, hit, tier) for hit, tier in chosen]
@@ -249,7 +266,9 @@ class LongTermService:
     ) -> Retrieved:
         """Each readable space's ranked candidates (``min(150, 3 x limit)`` of them).
 
-        ``readonly`` searches count no access (a write worker checking for duplicates).
+        ``readonly`` searches count no access (a write worker checking for duplicates). A
+        space whose store fails (corrupt, locked, gone) is reported :class:`Unavailable` and
+        the others answer; when no space answers, the first failure is raised.
         """
         text = checks.query(query).strip()
         if not text:
@@ -259,19 +278,27 @@ class LongTermService:
         category_ = checks.category_filter(category)
         source_ = checks.source_filter(source)
         intent_ = checks.intent(intent)
-        found = []
+        found: list[tuple[Space, RecallResult | Unavailable]] = []
+        failures: list[MnemonError] = []
         for space in self.catalog.readable(space_ids):
-            result = self.store.recall(
-                space.id,
-                text,
-                mode=mode_,
-                limit=candidate_limit(limit_),
-                category=category_,
-                source=source_,
-                intent=intent_,
-                readonly=readonly,
-            )
+            try:
+                result = self.store.recall(
+                    space.id,
+                    text,
+                    mode=mode_,
+                    limit=candidate_limit(limit_),
+                    category=category_,
+                    source=source_,
+                    intent=intent_,
+                    readonly=readonly,
+                )
+            except (StorageError, UnknownSpace) as exc:
+                failures.append(exc)
+                found.append((space, Unavailable(str(exc))))
+                continue
             found.append((space, result))
+        if failures and len(failures) == len(found):
+            raise failures[0]
         return Retrieved(text, mode_, limit_, tuple(found))
 
     def related(
