@@ -136,8 +136,8 @@ irrelevant_texts = st.lists(
 )
 
 
-def _root(clock: FakeClock) -> tuple[MemoryRoot, str]:
-    store = EmbeddedStore(tempfile.mkdtemp(prefix="rank-"), clock)
+def _root(clock: FakeClock, directory: str) -> tuple[MemoryRoot, str]:
+    store = EmbeddedStore(directory, clock)
     ports = Ports(
         files=MemoryFiles(),
         locks=MemoryLocks(),
@@ -151,13 +151,13 @@ def _root(clock: FakeClock) -> tuple[MemoryRoot, str]:
 
 
 def _build(
-    relevant: list[str], irrelevant: list[str], linked: set[int], *, boosted: bool
+    relevant: list[str], irrelevant: list[str], linked: set[int], directory: str, *, boosted: bool
 ) -> MemoryRoot:
     """Relevant memories at the same instants in both roots; the irrelevant ones either long
     before them (plain) or after them, important, read and linked to the relevant ones whose
     positions are in ``linked``."""
     clock = FakeClock(START_MS)
-    root, space = _root(clock)
+    root, space = _root(clock, directory)
     service = root.long_term.service
     if not boosted:
         for text in irrelevant:
@@ -197,8 +197,15 @@ def test_irrelevant_memories_never_displace_relevant_ones(
     relevant: list[str], irrelevant: list[str], words: list[str], k: int, linked: set[int]
 ) -> None:
     query = "what about " + " and ".join(words)
-    plain = _build(relevant, irrelevant, linked, boosted=False)
-    boosted = _build(relevant, irrelevant, linked, boosted=True)
+    with tempfile.TemporaryDirectory(prefix="rank-") as directory:
+        plain = _build(relevant, irrelevant, linked, f"{directory}/plain", boosted=False)
+        boosted = _build(relevant, irrelevant, linked, f"{directory}/boosted", boosted=True)
+        _compare(plain, boosted, query, k, irrelevant)
+
+
+def _compare(
+    plain: MemoryRoot, boosted: MemoryRoot, query: str, k: int, irrelevant: list[str]
+) -> None:
     try:
         expected = _top(plain, query, k)
         got = _top(boosted, query, k)
