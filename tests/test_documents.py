@@ -155,6 +155,12 @@ def creating(title: str = "title", content: str = "body", **fields: Any) -> Call
         (creating(source_paths=["/etc/passwd"], workspace="/w"), InvalidInput),
         (creating(source_paths=["documents/active/x.md"], workspace="/w"), InvalidInput),
         (creating(source_paths="abc"), InvalidInput),  # one string is not a list of paths
+        (creating("title \ud800"), InvalidInput),  # lone surrogates, field by field
+        (creating(content="body \udfff"), InvalidInput),
+        (creating(description="about \ud83d"), InvalidInput),
+        (creating(session_ids=["s\udc80"]), InvalidInput),
+        (creating(source_paths=["notes/\udcff.md"]), InvalidInput),
+        (lambda d: d.update(d.records()[0].id, title="t\ud800"), InvalidInput),
         (creating(session_ids="s1"), InvalidInput),
         (creating(content="x" * (2 * 1024 * 1024 + 1)), InvalidInput),
         (lambda d: d.update("no-such-id", content="x"), DocumentNotFound),

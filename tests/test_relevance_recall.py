@@ -473,3 +473,33 @@ def test_a_failing_space_is_reported_and_the_others_answer(tmp_path: Path) -> No
         root.long_term.search("kiwi", spaces=[notes.id])
     assert broken.read_bytes() == before
     root.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "description"),
+    [("Notes \ud800", "Project notes"), ("Notes", "Project \udfff notes")],
+)
+def test_a_space_with_unencodable_text_is_refused_before_anything_is_written(
+    tmp_path: Path, name: str, description: str
+) -> None:
+    root = MemoryRoot.open(str(tmp_path / "r"), Config(durability="off"))
+    root.long_term.remember("The kiwi orchard is watered on Mondays")
+    root.close()
+
+    def files() -> dict[str, bytes]:
+        base = tmp_path / "r"
+        return {
+            str(p.relative_to(base)): p.read_bytes()
+            for p in sorted(base.rglob("*"))
+            if p.is_file() and not p.name.endswith(("-shm", "-wal", ".lock"))
+        }
+
+    before = files()
+    root = MemoryRoot.open(str(tmp_path / "r"), Config(durability="off"))
+    with pytest.raises(InvalidInput):
+        root.long_term.create_space(name, description)
+    with pytest.raises(InvalidInput):
+        root.long_term.remember("fact \ud800 with a lone surrogate")
+    root.close()
+    assert files() == before
+    assert [p.name for p in (tmp_path / "r" / "data").iterdir() if p.is_dir()] == ["default"]

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .. import inputs
 from ..convert import register_camel_case, string_tuple
 from ..errors import CorruptStore, InvalidInput
 from ..storage import parse_versioned
@@ -190,9 +191,7 @@ def file_name(title: str, doc_id: str) -> str:
 
 
 def normalize_body(content: object) -> str:
-    if not isinstance(content, str):
-        raise InvalidInput("document content must be a string")
-    body = strip_whitespace(content.replace("\x00", ""))
+    body = strip_whitespace(inputs.text(content, "document content").replace("\x00", ""))
     if not body:
         raise InvalidInput("document content is required")
     size = utf8_len(body)
@@ -204,9 +203,7 @@ def normalize_body(content: object) -> str:
 def text_field(value: object, field: str, limit: int, *, required: bool) -> str:
     if value is None:
         value = ""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be a string")
-    text = collapse_whitespace(value)
+    text = collapse_whitespace(inputs.text(value, field))
     if required and not text:
         raise InvalidInput(f"{field} is required")
     if len(text) > limit:
@@ -224,7 +221,7 @@ def id_list(values: object, field: str, limit: int) -> tuple[str, ...]:
     for v in values:
         if not isinstance(v, str):
             raise InvalidInput(f"{field} must be a list of strings")
-        v = strip_whitespace(v)
+        v = strip_whitespace(inputs.text(v, field))
         if v and v not in out:
             out.append(v)
     if len(out) > limit:

@@ -24,6 +24,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
+from .. import inputs
 from ..convert import StructureFailed, structure
 from ..errors import CorruptStore, InvalidInput
 from ..text import collapse_whitespace
@@ -70,17 +71,12 @@ def normalize(value: object, field: str) -> str:
     """
     if value is None:
         value = ""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be a string, got {type(value).__name__}")
-    text = collapse_whitespace(value)
+    text = collapse_whitespace(inputs.text(value, field))
     if not text:
         raise InvalidInput(f"{field} is required")
     if "§" in text:
         raise InvalidInput(f"{field} must not contain the reserved § entry delimiter")
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{field} must be valid Unicode text (no lone surrogates)") from None
+    size = len(text.encode("utf-8"))
     if size > ENTRY_MAX_BYTES:
         raise InvalidInput(f"{field} is too large ({size} bytes; max {ENTRY_MAX_BYTES})")
     return text

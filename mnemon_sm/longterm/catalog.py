@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from .. import inputs
 from ..convert import StructureFailed, converter, register_camel_case, structure
 from ..errors import CorruptStore, InactiveSpace, InvalidInput, UnknownSpace
 from ..ports import Clock, Files, Locks
@@ -85,9 +86,7 @@ def check_space_fields(name: object, description: object) -> tuple[str, str]:
 
 
 def _text(value: object, field: str, limit: int) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be a string")
-    text = strip_whitespace(value)  # trimmed, as the reference; inner lines are kept
+    text = strip_whitespace(inputs.text(value, field))  # trimmed; inner lines are kept
     if not text:
         raise InvalidInput(f"{field} is required")
     if utf16_len(text) > limit:

@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from .. import inputs
 from ..errors import InvalidInput
 from ..text import strip_whitespace, utf8_len, utf16_len
 from .values import (
@@ -83,13 +84,7 @@ class Prepared:
 
 
 def _text(value: Any, field: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be a string, not {type(value).__name__}")
-    try:
-        utf8_len(value)
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{field} is not valid Unicode (lone surrogate)") from None
-    return value
+    return inputs.text(value, field)
 
 
 def _int(value: Any, field: str, low: int, high: int) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from .. import inputs
 from ..engine.context import FlowContext
 from ..engine.flow import Machine
 from ..errors import InvalidInput, MnemonError, ReadOnly, WorkerFailed
@@ -98,6 +99,8 @@ class WriteFlow(_WritingFlow):
         unknown = set(request) - {"operation", *FIELDS[operation]}
         if unknown:
             raise InvalidInput(f"unknown field(s) for {operation}: {', '.join(sorted(unknown))}")
+        for key, value in request.items():
+            inputs.texts_within(value, key)
         if operation == "remember" and not str(request.get("content") or "").strip():
             raise InvalidInput("content is required")
         self._data = {k: v for k, v in request.items() if v is not None}
