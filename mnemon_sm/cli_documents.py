@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from . import cli_support
-from .cli_support import Opener, Printer, Run
+from .cli_support import Opener, Printer, Run, read_text
 from .root import MemoryRoot
 
 __all__ = ["register"]
@@ -65,7 +64,7 @@ def _fields(parser: argparse.ArgumentParser) -> None:
 
 def _content(args: argparse.Namespace) -> str | None:
     if args.file is not None:
-        return sys.stdin.read() if str(args.file) == "-" else args.file.read_text("utf-8")
+        return read_text(args.file)
     text: str | None = args.text
     return text
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from . import cli_support
-from .cli_support import Opener, Printer, ProgressBar, Run
+from .cli_support import Opener, Printer, ProgressBar, Run, read_text
 from .errors import InvalidInput
 from .longterm.values import CATEGORIES, EDGE_TYPES, MODES
 from .root import MemoryRoot
@@ -155,13 +154,7 @@ def register(commands: Any, open_root: Opener, emit: Printer) -> None:
 
 def _import_items(path: Path) -> list[object]:
     """The items of an import file: a JSON array, or one JSON value per line."""
-    try:
-        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
-        text = raw.decode("utf-8")
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{path} is not valid UTF-8") from None
+    text = read_text(path)
     try:
         if text.lstrip().startswith("["):
             items = json.loads(text)

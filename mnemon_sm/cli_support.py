@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TextIO
 
+from .errors import InvalidInput
 from .root import MemoryRoot
 
 __all__ = ["Opener", "Printer", "ProgressBar", "Run", "command"]
@@ -27,6 +29,19 @@ def command(under: Any, name: str, help_: str, run: Run, open_root: Opener, emit
 
     parser.set_defaults(run=handler)
     return parser
+
+
+def read_text(path: Path) -> str:
+    """A file named on the command line (``-``: standard input) as UTF-8 text, or
+    ``InvalidInput`` saying why not (never a traceback)."""
+    try:
+        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not valid UTF-8 (byte {exc.start})") from None
 
 
 class ProgressBar:

@@ -162,7 +162,7 @@ class Config:
         try:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise InvalidConfig(f"cannot read config file {path}: {exc}") from None
         return cls.from_mapping(data, source=f"config file {path}").replace(**overrides)
 

@@ -8,6 +8,7 @@ number of subprocesses (about 0.3 s each) small.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import importlib.metadata
@@ -15,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -739,3 +741,59 @@ def test_import_reindex_and_embed_on_a_fresh_root(tmp_path: Path) -> None:
     assert json.loads(found.stdout)["results"] == []  # nothing of a refused file was written
     no_model = run_cli(tmp_path, "--root", str(root), "embed")
     assert no_model.returncode == 1 and error_of(no_model)["type"] == "InvalidInput"
+
+
+def test_bad_bytes_and_bad_text_on_the_command_line_are_typed_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each input the CLI can be fed that is not valid text: a typed error line and exit 1,
+    never a traceback, and nothing written. Arguments holding bytes that are not UTF-8
+    reach Python as lone surrogates (surrogateescape), as they do from a shell."""
+    from mnemon_sm.cli import main
+
+    monkeypatch.delenv("MNEMON_DATA_DIR", raising=False)
+    root = tmp_path / "root"
+    main(["--root", str(root), "remember", "--space", "default", "A first fact"])
+    capsys.readouterr()
+    bad_file = tmp_path / "latin1.md"
+    bad_file.write_bytes("caf\xe9 notes".encode("latin-1"))
+    bad_config = tmp_path / "bad.toml"
+    bad_config.write_bytes(b'durability = "caf\xe9"\n')
+
+    def state() -> dict[str, object]:
+        """Every file's bytes; SQLite files by their rows (a checkpoint moves bytes between
+        a database and its WAL without changing a row)."""
+        out: dict[str, object] = {}
+        for p in sorted(root.rglob("*")):
+            if not p.is_file() or p.name.endswith(("-shm", "-wal", ".lock")):
+                continue
+            if p.suffix == ".db":
+                with contextlib.closing(sqlite3.connect(p)) as conn:
+                    out[str(p.relative_to(root))] = list(conn.iterdump())
+            else:
+                out[str(p.relative_to(root))] = p.read_bytes()
+        return out
+
+    before = state()
+    cases = [
+        ["docs", "create", "--title", "Title", "--file", str(bad_file)],
+        ["import", str(bad_file)],
+        ["--config", str(bad_config), "hot", "show"],
+        ["docs", "create", "--title", "Title \udce9", "body"],
+        ["docs", "create", "--title", "Title", "body \udce9"],
+        ["docs", "create", "--title", "Title", "body", "--description", "d\udce9"],
+        ["docs", "create", "--title", "Title", "body", "--session", "s\udce9"],
+        ["docs", "create", "--title", "Title", "body", "--source", "notes/\udce9.md"],
+        ["spaces", "create", "Notes \udce9", "Project notes"],
+        ["spaces", "create", "Notes", "Project \udce9 notes"],
+        ["remember", "--space", "default", "fact \udce9"],
+        ["hot", "add", "--target", "memory", "fact \udce9"],
+        ["search", "caf\udce9"],
+    ]
+    for args in cases:
+        with pytest.raises(SystemExit) as caught:
+            main(["--root", str(root), *args])
+        assert caught.value.code == 1, args
+        error = json.loads(capsys.readouterr().err.strip())["error"]
+        assert error["type"] in ("InvalidInput", "InvalidConfig"), (args, error)
+    assert state() == before
