@@ -260,6 +260,39 @@ def test_a_torn_or_empty_state_file_is_read_as_documented_and_stays_readable(
     assert (ports.files.read(path) or b"").endswith(b"\n")
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lc: lc.pre_step("1", 1, []),  # a string turn
+        lambda lc: lc.pre_step(True, 1, []),
+        lambda lc: lc.pre_step(-1, 1, []),
+        lambda lc: lc.pre_step(1, 1.5, []),
+        lambda lc: lc.pre_step(1, 1, None),
+        lambda lc: lc.pre_step(1, 1, "messages"),
+        lambda lc: lc.pre_step(1, 1, ["not a mapping"]),
+        lambda lc: lc.pre_step(1, 1, [{1: "int key"}]),
+        lambda lc: lc.pre_step(1, 1, [user("m", "text \ud800")]),
+        lambda lc: lc.turn_stopping(1, [5]),
+        lambda lc: lc.turn_stopping(1, "events"),
+        lambda lc: lc.turn_stopping("1", []),
+        lambda lc: lc.turn_ended(None),
+        lambda lc: lc.tick("soon"),
+        lambda lc: lc.session_start("clear \udc80"),
+    ],
+)
+def test_malformed_event_arguments_are_refused_and_record_nothing(call: Any) -> None:
+    lc, root, ports = agent()
+    eligible_turn(lc, 1)
+    path = "state/lifecycle/main.json"
+    before = (ports.files.read(path), lc.state, lc.score)
+    with pytest.raises(InvalidInput):
+        call(lc)
+    assert (ports.files.read(path), lc.state, lc.score) == before
+    lc.pre_step(2, 1, [user("m2", "still usable")])
+    assert lc.score.turns == 2
+    del root
+
+
 def test_bad_agent_ids_and_events_after_dispose() -> None:
     lc, root, _ = agent()
     with pytest.raises(InvalidInput):

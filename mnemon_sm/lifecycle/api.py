@@ -31,6 +31,7 @@ from ..redact import redact
 from ..workers.requests import build_request
 from ..workers.runner import Delegate, WorkerRun, host_only, running_loop
 from ..workers.tools import ScopedTools
+from . import events
 from . import state as persisted
 from .flow import Applied, LifecycleFlow, ReviewOutcome
 from .review import (
@@ -81,12 +82,14 @@ class AgentLifecycle:
 
     @host_only
     def session_start(self, source: str = "startup") -> None:
-        self._send("session_start", source=source)
+        self._send("session_start", source=events.session_source(source))
 
     @host_only
     def pre_step(self, turn: int, step: int, messages: Sequence[Mapping[str, Any]]) -> list[Any]:
         """The messages to enter: the host's, untouched, plus at most one cue. A review in
         flight is aborted (this never waits for it)."""
+        turn, step = events.count(turn, "turn"), events.count(step, "step")
+        messages = events.mappings(messages, "messages")
         with self._mutex:
             self._send("pre_step", turn=turn, step=step, messages=messages)
             return self._flow.output
@@ -95,11 +98,12 @@ class AgentLifecycle:
     def turn_stopping(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> None:
         """``tool_events``: the turn's session events, ``{"type": "tool/call" |
         "tool/result", "name": ..., "turn": ...}``."""
+        turn, tool_events = events.count(turn, "turn"), events.mappings(tool_events, "tool_events")
         self._send("turn_stopping", turn=turn, tool_events=tool_events)
 
     @host_only
     def turn_ended(self, turn: int) -> None:
-        self._send("turn_ended", turn=turn)
+        self._send("turn_ended", turn=events.count(turn, "turn"))
 
     @host_only
     def agent_idle(self) -> None:
@@ -113,7 +117,8 @@ class AgentLifecycle:
     def tick(self, now_ms: int | None = None) -> None:
         """Start the review if its deadline is due at ``now_ms`` (default: the clock), or time
         out a review past its ``workerTimeoutMs``. Never waits for the review."""
-        self._send("tick", now=self._clock.now_ms() if now_ms is None else now_ms)
+        now = self._clock.now_ms() if now_ms is None else events.count(now_ms, "now_ms")
+        self._send("tick", now=now)
 
     @host_only
     def dispose(self) -> None:
