@@ -503,3 +503,29 @@ def test_a_space_with_unencodable_text_is_refused_before_anything_is_written(
     root.close()
     assert files() == before
     assert [p.name for p in (tmp_path / "r" / "data").iterdir() if p.is_dir()] == ["default"]
+
+
+def test_read_only_search_and_recall_change_no_byte(tmp_path: Path) -> None:
+    root = MemoryRoot.open(str(tmp_path / "r"), Config(durability="off"))
+    root.long_term.remember("The kiwi orchard is watered on Mondays")
+    root.close()
+
+    def state() -> dict[str, object]:  # SQLite files by their rows, the others by bytes
+        out: dict[str, object] = {}
+        for p in sorted((tmp_path / "r").rglob("*")):
+            if not p.is_file() or p.name.endswith(("-shm", "-wal", ".lock")):
+                continue
+            if p.suffix == ".db":
+                conn = sqlite3.connect(p)
+                out[p.name + str(p.parent)] = list(conn.iterdump())
+                conn.close()
+            else:
+                out[str(p)] = p.read_bytes()
+        return out
+
+    before = state()
+    reader = MemoryRoot.open(str(tmp_path / "r"), Config(durability="off", write_enabled=False))
+    assert reader.long_term.search("kiwi orchard").hits
+    assert reader.long_term.recall("kiwi orchard").results
+    reader.close()
+    assert state() == before

@@ -266,7 +266,8 @@ class LongTermService:
     ) -> Retrieved:
         """Each readable space's ranked candidates (``min(150, 3 x limit)`` of them).
 
-        ``readonly`` searches count no access (a write worker checking for duplicates). A
+        ``readonly`` searches count no access (a write worker checking for duplicates); with
+        writes disabled (``write_enabled`` false) no search counts access or logs. A
         space whose store fails (corrupt, locked, gone) is reported :class:`Unavailable` and
         the others answer; when no space answers, the first failure is raised.
         """
@@ -290,7 +291,7 @@ class LongTermService:
                     category=category_,
                     source=source_,
                     intent=intent_,
-                    readonly=readonly,
+                    readonly=readonly or not self._write_enabled,
                 )
             except (StorageError, UnknownSpace) as exc:
                 failures.append(exc)
