@@ -8,7 +8,6 @@ number of subprocesses (about 0.3 s each) small.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import importlib.metadata
@@ -16,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +24,7 @@ import filelock
 import pytest
 
 from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.testing.snapshot import root_state
 
 REPO = Path(__file__).resolve().parents[1]
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -760,21 +759,7 @@ def test_bad_bytes_and_bad_text_on_the_command_line_are_typed_errors(
     bad_config = tmp_path / "bad.toml"
     bad_config.write_bytes(b'durability = "caf\xe9"\n')
 
-    def state() -> dict[str, object]:
-        """Every file's bytes; SQLite files by their rows (a checkpoint moves bytes between
-        a database and its WAL without changing a row)."""
-        out: dict[str, object] = {}
-        for p in sorted(root.rglob("*")):
-            if not p.is_file() or p.name.endswith(("-shm", "-wal", ".lock")):
-                continue
-            if p.suffix == ".db":
-                with contextlib.closing(sqlite3.connect(p)) as conn:
-                    out[str(p.relative_to(root))] = list(conn.iterdump())
-            else:
-                out[str(p.relative_to(root))] = p.read_bytes()
-        return out
-
-    before = state()
+    before = root_state(root)
     cases = [
         ["docs", "create", "--title", "Title", "--file", str(bad_file)],
         ["import", str(bad_file)],
@@ -796,4 +781,4 @@ def test_bad_bytes_and_bad_text_on_the_command_line_are_typed_errors(
         assert caught.value.code == 1, args
         error = json.loads(capsys.readouterr().err.strip())["error"]
         assert error["type"] in ("InvalidInput", "InvalidConfig"), (args, error)
-    assert state() == before
+    assert root_state(root) == before

@@ -1211,7 +1211,8 @@ def test_sqlite_failures_become_storage_errors(tmp_path: Path, clock: FakeClock)
     store = EmbeddedStore(tmp_path, clock)
     store.create_space("default")
     store.close()
-    db_path(tmp_path).write_bytes(b"garbage, not SQLite" * 512)
+    # SQLite's header, then garbage: SQLite itself refuses it, and its error is translated
+    db_path(tmp_path).write_bytes(b"SQLite format 3\x00" + b"garbage, not SQLite" * 512)
     with pytest.raises(StorageError) as caught:
         store.status("default")
     assert isinstance(caught.value.__cause__, sqlite3.DatabaseError)

@@ -22,6 +22,7 @@ from mnemon_sm.ports import Ports
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.embed import EMBEDDER_DEFECTS, FakeEmbedder, FaultyEmbedder
 from mnemon_sm.testing.memory import FakeClock, MemoryFiles, MemoryLocks
+from mnemon_sm.testing.snapshot import root_state
 from mnemon_sm.workers.builtin import BuiltinWorkers
 
 NOW = 1_786_608_000_000
@@ -486,22 +487,14 @@ def test_a_space_with_unencodable_text_is_refused_before_anything_is_written(
     root.long_term.remember("The kiwi orchard is watered on Mondays")
     root.close()
 
-    def files() -> dict[str, bytes]:
-        base = tmp_path / "r"
-        return {
-            str(p.relative_to(base)): p.read_bytes()
-            for p in sorted(base.rglob("*"))
-            if p.is_file() and not p.name.endswith(("-shm", "-wal", ".lock"))
-        }
-
-    before = files()
+    before = root_state(tmp_path / "r")
     root = MemoryRoot.open(str(tmp_path / "r"), Config(durability="off"))
     with pytest.raises(InvalidInput):
         root.long_term.create_space(name, description)
     with pytest.raises(InvalidInput):
         root.long_term.remember("fact \ud800 with a lone surrogate")
     root.close()
-    assert files() == before
+    assert root_state(tmp_path / "r") == before
     assert [p.name for p in (tmp_path / "r" / "data").iterdir() if p.is_dir()] == ["default"]
 
 
@@ -510,22 +503,9 @@ def test_read_only_search_and_recall_change_no_byte(tmp_path: Path) -> None:
     root.long_term.remember("The kiwi orchard is watered on Mondays")
     root.close()
 
-    def state() -> dict[str, object]:  # SQLite files by their rows, the others by bytes
-        out: dict[str, object] = {}
-        for p in sorted((tmp_path / "r").rglob("*")):
-            if not p.is_file() or p.name.endswith(("-shm", "-wal", ".lock")):
-                continue
-            if p.suffix == ".db":
-                conn = sqlite3.connect(p)
-                out[p.name + str(p.parent)] = list(conn.iterdump())
-                conn.close()
-            else:
-                out[str(p)] = p.read_bytes()
-        return out
-
-    before = state()
+    before = root_state(tmp_path / "r")
     reader = MemoryRoot.open(str(tmp_path / "r"), Config(durability="off", write_enabled=False))
     assert reader.long_term.search("kiwi orchard").hits
     assert reader.long_term.recall("kiwi orchard").results
     reader.close()
-    assert state() == before
+    assert root_state(tmp_path / "r") == before

@@ -164,11 +164,19 @@ def create(path: str, where: str) -> None:
 SQLITE_NOTADB = 26  # the primary result code of "file is not a database"
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def check_file(path: str, where: str) -> None:
-    """Refuse a store file no program made as a store: empty (SQLite would take it for a new
-    database and we would write a schema into someone's file)."""
-    if os.stat(path).st_size == 0:
+    """Refuse, before SQLite opens it, a store file no program made as a database: empty
+    (SQLite would take it for a new database and write a schema into it) or without SQLite's
+    header (with a WAL file beside it, SQLite would replay pages into it)."""
+    with open(path, "rb") as handle:
+        head = handle.read(len(SQLITE_HEADER))
+    if not head:
         raise CorruptStore(f"{where} is empty, not a Mnemon store", path=where)
+    if head != SQLITE_HEADER:
+        raise CorruptStore(f"{where} is not a SQLite database", path=where)
 
 
 def not_a_database(exc: sqlite3.Error) -> bool:
