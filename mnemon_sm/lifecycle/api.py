@@ -89,8 +89,9 @@ class AgentLifecycle:
         """The messages to enter: the host's, untouched, plus at most one cue. A review in
         flight is aborted (this never waits for it)."""
         turn, step = events.count(turn, "turn"), events.count(step, "step")
-        messages = events.mappings(messages, "messages")
         with self._mutex:
+            counted = self._flow.activity.get(turn)
+            messages = events.messages(messages, set(counted.message_ids) if counted else ())
             self._send("pre_step", turn=turn, step=step, messages=messages)
             return self._flow.output
 
@@ -98,7 +99,7 @@ class AgentLifecycle:
     def turn_stopping(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> None:
         """``tool_events``: the turn's session events, ``{"type": "tool/call" |
         "tool/result", "name": ..., "turn": ...}``."""
-        turn, tool_events = events.count(turn, "turn"), events.mappings(tool_events, "tool_events")
+        turn, tool_events = events.count(turn, "turn"), events.tool_events(tool_events)
         self._send("turn_stopping", turn=turn, tool_events=tool_events)
 
     @host_only

@@ -1,17 +1,21 @@
 """What a host may pass with each lifecycle event, checked at the public boundary before the
 event reaches the statechart: a wrong shape is ``InvalidInput`` and nothing is recorded or
-persisted (a string turn, a message that is not a mapping, ``None`` for a list).
+persisted (a string turn, a message that is not a mapping, ``None`` for a list), and the
+strings the flow would keep (a user message's id and counted text, a tool call's name) must
+be storable text. Nothing else in a message is walked: pre_step runs on every step with the
+whole conversation, so messages already counted in the turn are skipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .. import inputs
 from ..errors import InvalidInput
+from .scoring import user_text
 
-__all__ = ["count", "mappings", "session_source"]
+__all__ = ["count", "messages", "session_source", "tool_events"]
 
 COUNT_MAX = 2**53  # a turn or step number JSON keeps exactly
 
@@ -24,14 +28,36 @@ def count(value: object, field: str) -> int:
 
 
 def mappings(value: object, field: str) -> Sequence[Mapping[str, Any]]:
-    """A list (or tuple) of mappings with string keys, every string in them valid text."""
+    """A list (or tuple) of mappings with string keys."""
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise InvalidInput(f"{field} must be a list of objects")
     for index, item in enumerate(value):
         if not isinstance(item, Mapping) or not all(isinstance(k, str) for k in item):
             raise InvalidInput(f"{field}[{index}] must be an object with string keys")
-        inputs.texts_within(dict(item), f"{field}[{index}]")
     return value
+
+
+def messages(value: object, seen: Collection[str] = ()) -> Sequence[Mapping[str, Any]]:
+    """Host messages: :func:`mappings` whose kept strings (see the module) are storable;
+    messages whose id is in ``seen`` (already counted this turn) are not read again."""
+    checked = mappings(value, "messages")
+    for index, message in enumerate(checked):
+        if str(message.get("id", "")) in seen:
+            continue
+        text = user_text(message)
+        if text is not None:
+            inputs.text(str(message.get("id", "")), f"messages[{index}].id")
+            inputs.text(text, f"messages[{index}] text")
+    return checked
+
+
+def tool_events(value: object) -> Sequence[Mapping[str, Any]]:
+    """Session events: :func:`mappings` whose tool names are storable."""
+    checked = mappings(value, "tool_events")
+    for index, event in enumerate(checked):
+        if event.get("type") == "tool/call" and event.get("name"):
+            inputs.text(str(event.get("name")), f"tool_events[{index}].name")
+    return checked
 
 
 def session_source(value: object) -> str:

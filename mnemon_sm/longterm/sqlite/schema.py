@@ -161,10 +161,8 @@ def create(path: str, where: str) -> None:
         conn.close()
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first bytes of every SQLite database file
 SQLITE_NOTADB = 26  # the primary result code of "file is not a database"
-
-
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def check_file(path: str, where: str) -> None:
