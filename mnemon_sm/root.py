@@ -401,6 +401,7 @@ class MemoryRoot:
                 found = AgentLifecycle(
                     agent_id,
                     self._ports.files,
+                    self._ports.locks,
                     self._ports.clock,
                     self.config,
                     self._delegate,

@@ -305,7 +305,15 @@ def test_bad_agent_ids_and_events_after_dispose() -> None:
 
 
 def test_async_driver_fires_the_deadline_with_a_fake_sleep() -> None:
-    lc, _, ports = agent()
+    import threading
+
+    release = threading.Event()
+
+    def worker(request: WorkerRequest, tools: ToolBox) -> object:
+        release.wait(30)  # runs until the driver sleeps toward the review's timeout
+        return {"summary": "nothing new", "action": "skipped", "documentIds": []}
+
+    lc, _, ports = agent(ScriptedWorkers({"review": worker}))
     slept: list[float] = []
 
     async def fake_sleep(seconds: float) -> None:
@@ -313,6 +321,7 @@ def test_async_driver_fires_the_deadline_with_a_fake_sleep() -> None:
         if len(slept) == 1:  # the review deadline passes at once
             ports.clock.advance(int(seconds * 1000))  # type: ignore[attr-defined]
         else:  # the review's timeout never comes: the review ends first
+            release.set()
             await asyncio.Event().wait()
 
     async def main() -> None:

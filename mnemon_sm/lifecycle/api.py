@@ -6,6 +6,13 @@ A host calls the hook methods as things happen (``session_start``, ``pre_step`` 
 loop). After every event that changed something, the agent's state is persisted, so a
 restarted host resumes with the same score and a review still due.
 
+Several processes may drive one agent: every event runs under the agent's cross-process lock
+(``state/lifecycle/.<agent id>.lock``), re-reads the state file first and adopts what another
+process wrote (a review this process has in flight is then aborted: its basis changed), so no
+acknowledged event is lost to a concurrent writer. Reads (``state``, ``status()``...) re-read
+the file too, unless a review is in flight here. With ``writeEnabled = false`` nothing is
+written or locked: the agent runs from the state read at its first use.
+
 Threading model: every hook takes the agent's mutex for a few hundred microseconds and never
 waits for a worker. The review runs on a thread of its own (an ``async def`` worker as a task
 on the loop that called ``tick``, or on the async facade's loop); the host's next turn aborts
@@ -18,14 +25,15 @@ a hook may wait, for as long as one hot-memory commit and one document commit ta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..convert import StructureFailed, structure
 from ..errors import MnemonError, WorkerFailed
-from ..ports import Clock, Files
+from ..ports import Clock, Files, Locks
 from ..ports.real import SystemClock
 from ..redact import redact
 from ..workers.requests import build_request
@@ -58,6 +66,7 @@ class AgentLifecycle:
         self,
         agent_id: str,
         files: Files,
+        locks: Locks,
         clock: Clock,
         config: Config,
         delegate: Delegate,
@@ -66,17 +75,18 @@ class AgentLifecycle:
         long_term: Callable[[], LongTermMemory],
     ) -> None:
         self.agent_id = persisted.check_agent_id(agent_id)
-        self._files, self._clock, self._config = files, clock, config
+        self._files, self._locks, self._clock, self._config = files, locks, clock, config
+        self._writes = config.write_enabled
+        self._lock = persisted.lock_name(self.agent_id)
         self._delegate, self._hot, self._documents = delegate, hot, documents
         self._long_term = long_term
         self._mutex = threading.RLock()
         self._settled = threading.Condition(self._mutex)
         self._listeners: list[Callable[[], None]] = []
-        restored, self._size = persisted.load(files, self.agent_id)
-        self._flow = LifecycleFlow(
-            self.agent_id, config, clock, self._start_review, self._apply, restored
-        )
-        self._persist()
+        with self._held():
+            self._known = persisted.read(files, self.agent_id)
+            self._flow = self._new_flow(persisted.parse(self._known, self.agent_id))
+            self._persist()
 
     # -- host events -----------------------------------------------------------------------
 
@@ -89,11 +99,14 @@ class AgentLifecycle:
         """The messages to enter: the host's, untouched, plus at most one cue. A review in
         flight is aborted (this never waits for it)."""
         turn, step = events.count(turn, "turn"), events.count(step, "step")
-        with self._mutex:
+        with self._mutex, self._held():
+            self._refresh()
             counted = self._flow.activity.get(turn)
             messages = events.messages(messages, set(counted.message_ids) if counted else ())
-            self._send("pre_step", turn=turn, step=step, messages=messages)
-            return self._flow.output
+            self._dispatch("pre_step", turn=turn, step=step, messages=messages)
+            output = self._flow.output
+        self._notify()
+        return output
 
     @host_only
     def turn_stopping(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> None:
@@ -139,24 +152,24 @@ class AgentLifecycle:
 
     @property
     def state(self) -> str:
-        return str(self._flow.state)
+        return str(self._view().state)
 
     @property
     def deadline_ms(self) -> int | None:
-        return self._flow.deadline_ms
+        return self._view().deadline_ms
 
     @property
     def next_tick_ms(self) -> int | None:
         """When a ``tick`` can next change something (a deadline or a review's timeout)."""
-        return self._flow.next_tick_ms
+        return self._view().next_tick_ms
 
     @property
     def score(self) -> Score:
-        return self._flow.score
+        return self._view().score
 
     def status(self) -> dict[str, Any]:
         with self._mutex:
-            f = self._flow
+            f = self._view()
             last, review = f.last_review, f.review
             return {
                 "agentId": self.agent_id,
@@ -187,23 +200,78 @@ class AgentLifecycle:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _send(self, event: str, **kwargs: Any) -> None:
+    def _new_flow(self, restored: persisted.AgentState | None) -> LifecycleFlow:
+        return LifecycleFlow(
+            self.agent_id, self._config, self._clock, self._start_review, self._apply, restored
+        )
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """Hold the agent's cross-process lock (nothing when writes are off)."""
+        if not self._writes:
+            yield
+            return
+        self._locks.acquire(self._lock, self._config.lock_timeout_ms)
+        try:
+            yield
+        finally:
+            self._locks.release(self._lock)
+
+    def _refresh(self) -> None:
+        """Adopt the state another process persisted since this one last read or wrote it
+        (under the mutex; under the agent's lock before an event)."""
+        if not self._writes:
+            return
+        stored = persisted.read(self._files, self.agent_id)
+        if stored == self._known:
+            return
+        restored = persisted.parse(stored, self.agent_id)
+        review = self._flow.review
+        if review is not None:
+            review.run.cancel("another process changed the agent's state")
+        self._flow, self._known = self._new_flow(restored), stored
+        self._settled.notify_all()
+
+    def _view(self) -> LifecycleFlow:
+        """The flow, refreshed from the file unless a review is in flight here."""
         with self._mutex:
-            before = self._flow.state
-            try:
-                self._flow.send(event, **kwargs)
-            finally:
-                if self._flow.state != before:  # a move with no action still matters
-                    self._flow.dirty = True
-                self._persist()
-                self._settled.notify_all()
+            if self._flow.review is None:
+                self._refresh()
+            return self._flow
+
+    def _send(self, event: str, **kwargs: Any) -> None:
+        with self._mutex, self._held():
+            self._refresh()
+            self._dispatch(event, **kwargs)
+        self._notify()
+
+    def _dispatch(self, event: str, **kwargs: Any) -> None:
+        """Send ``event`` and persist what changed (under the mutex and the agent's lock,
+        refreshed)."""
+        before = self._flow.state
+        try:
+            self._flow.send(event, **kwargs)
+        finally:
+            if self._flow.state != before:  # a move with no action still matters
+                self._flow.dirty = True
+            self._persist()
+            self._settled.notify_all()
+
+    def _notify(self) -> None:
         for listener in self._listeners:
             listener()
 
     def _persist(self) -> None:
-        if self._flow.dirty:
-            self._size = persisted.save(self._files, self._flow.snapshot(), self._size)
-            self._flow.dirty = False
+        flow = self._flow
+        if not flow.dirty:
+            return
+        if self._writes:
+            line = persisted.encode(flow.snapshot())
+            size = persisted.save(
+                self._files, line, self.agent_id, self._known.size, self._config.durability
+            )
+            self._known = persisted.Stored(line, size)
+        flow.dirty = False
 
     def _start_review(
         self, run_id: str, activity: Sequence[TurnActivity], score: Score
@@ -223,7 +291,12 @@ class AgentLifecycle:
             with self._mutex:
                 if self._flow.state == "disposed":
                     return
-                self._send("review_finished", run_id=run_id, outcome=outcome)
+                # On the worker's thread, nobody to raise to: when the outcome cannot be
+                # delivered (the agent's lock timed out, the state file is unreadable), the
+                # review stays in flight until the host's next event aborts it or a tick
+                # times it out; nothing it staged is written.
+                with contextlib.suppress(MnemonError):
+                    self._send("review_finished", run_id=run_id, outcome=outcome)
 
         return self._delegate.start(request, tools, finished, loop=running_loop())
 

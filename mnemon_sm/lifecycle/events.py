@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import inputs
 from ..errors import InvalidInput
-from .scoring import user_text
+from .scoring import message_key, user_text
 
 __all__ = ["count", "messages", "session_source", "tool_events"]
 
@@ -42,7 +42,7 @@ def messages(value: object, seen: Collection[str] = ()) -> Sequence[Mapping[str,
     messages whose id is in ``seen`` (already counted this turn) are not read again."""
     checked = mappings(value, "messages")
     for index, message in enumerate(checked):
-        if str(message.get("id", "")) in seen:
+        if message_key(message) in seen:
             continue
         text = user_text(message)
         if text is not None:

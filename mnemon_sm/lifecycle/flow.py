@@ -37,8 +37,8 @@ from ..redact import redact
 from ..text import iso_ms
 from . import cues
 from .review import StagedDocumentChange, StagedHotChange
-from .scoring import Score, TurnActivity, record_messages, record_tools, score
-from .state import ENDED_KEPT, FLOW, AgentState, LastReview, fresh
+from .scoring import Earlier, Score, TurnActivity, fold, record_messages, record_tools, score
+from .state import ENDED_KEPT, FLOW, AgentState, LastReview, clip_summary, fresh
 
 __all__ = ["ActiveReview", "Applied", "LifecycleFlow", "ReviewOutcome"]
 
@@ -108,6 +108,7 @@ class LifecycleFlow:
         self.ended: list[int] = list(r.ended_turns)
         self.deadline_ms, self.armed_turn = r.deadline_ms, r.armed_turn
         self.activity: dict[int, TurnActivity] = {a.turn: a for a in r.activity}
+        self.earlier: Earlier | None = r.earlier
         self.last_review, self.counters = r.last_review, r.counters
         self.output: list[Any] = []
         self.dirty = restored is None
@@ -120,7 +121,7 @@ class LifecycleFlow:
 
     @property
     def score(self) -> Score:
-        return score(self.activity.values())
+        return score(self.activity.values(), self.earlier)
 
     @property
     def next_tick_ms(self) -> int | None:
@@ -149,6 +150,7 @@ class LifecycleFlow:
             activity=[self.activity[t] for t in sorted(self.activity)],
             last_review=self.last_review,
             counters=self.counters,
+            earlier=self.earlier,
         )
 
     # -- switches --------------------------------------------------------------------------
@@ -167,6 +169,7 @@ class LifecycleFlow:
     def start_session(self, source: str = "startup") -> None:
         self.deadline_ms, self.armed_turn = None, None
         self.activity.clear()
+        self.earlier = None
         self.prime_pending, self.start_source = True, str(source)
         self.dirty = True
 
@@ -179,11 +182,12 @@ class LifecycleFlow:
         c = self.config
         if not c.lifecycle_enabled:
             return
-        if self._recording():
+        if self._recording() and not self._folded(turn):
             current = self.activity.get(turn) or TurnActivity(turn)
             updated = record_messages(current, messages)
             if turn not in self.activity or updated != current:
                 self.activity[turn], self.dirty = updated, True
+                self.earlier = fold(self.activity, self.earlier)
         if step != 1 or not messages or any(cues.is_own_message(m) for m in messages):
             return
         if self.prime_pending:
@@ -202,7 +206,9 @@ class LifecycleFlow:
     def record_stop(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> None:
         """Set the turn's tools; arm the deadline when the activity is eligible, else cancel
         it (the guards already chose the target state from the same computation)."""
-        self.activity[turn] = self._stopped(turn, tool_events)
+        if not self._folded(turn):
+            self.activity[turn] = self._stopped(turn, tool_events)
+            self.earlier = fold(self.activity, self.earlier)
         self.deadline_ms, self.armed_turn, self.dirty = None, None, True
         if self.score.eligible:
             self.deadline_ms = self.clock.now_ms() + self.config.idle_review_ms
@@ -210,6 +216,10 @@ class LifecycleFlow:
 
     def _stopped(self, turn: int, tool_events: Sequence[Mapping[str, Any]]) -> TurnActivity:
         return record_tools(self.activity.get(turn) or TurnActivity(turn), tool_events)
+
+    def _folded(self, turn: int) -> bool:
+        """Whether ``turn`` was folded into the earlier turns (counted; it records no more)."""
+        return self.earlier is not None and turn <= self.earlier.through_turn
 
     def record_turn_end(self, turn: int) -> None:
         if turn not in self.ended:
@@ -278,12 +288,17 @@ class LifecycleFlow:
         self.review = None
         self.deadline_ms, self.armed_turn, self.dirty = None, None, True
         self.last_review = LastReview(
-            iso_ms(self.clock.now_ms()), action, review.score, summary, list(document_ids)
+            iso_ms(self.clock.now_ms()),
+            action,
+            review.score,
+            clip_summary(summary),
+            list(document_ids),
         )
         if action == "failed":
             self._count(failures=1)
         else:
             self.activity.clear()
+            self.earlier = None
             self._count(reviews=1)
 
     # -- guards ----------------------------------------------------------------------------
@@ -293,8 +308,11 @@ class LifecycleFlow:
 
     def is_eligible_after(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> bool:
         """Whether the activity is eligible once this stopping turn's tools are set (pure)."""
+        if self._folded(turn):
+            return self.score.eligible
         after = {**self.activity, turn: self._stopped(turn, tool_events)}
-        return score(after.values()).eligible
+        earlier = fold(after, self.earlier)
+        return score(after.values(), earlier).eligible
 
     def is_first_step(self, step: int) -> bool:
         return step == 1

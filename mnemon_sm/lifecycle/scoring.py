@@ -6,10 +6,19 @@ diversity = 0 below 3 unique tools, 1 at 3, 2 at 4 or more; eligible at score >=
 User characters are UTF-16 code units of the text blocks of user messages (joined by a
 newline, trimmed), each message id counted once per turn; tool results of a turn are *set*
 at its stopping notification, never added, so repeated notifications do not double count.
+
+Bounded however long a session runs (the reference keeps every turn in memory until a review
+clears them): the newest :data:`ACTIVITY_KEPT` turns are kept whole, older ones are folded
+into :class:`Earlier`, which keeps exactly what the score needs (their count, characters and
+tool results, and up to :data:`TOOL_NAMES_KEPT` tool names, more than the diversity score can
+use). A turn keeps at most :data:`MESSAGE_IDS_KEPT` message ids; a user message past them is
+not counted (the text score saturates at 150 characters long before), and an id longer than
+:data:`ID_CHARS` is kept as a digest.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -18,11 +27,24 @@ import attrs
 from ..convert import register_camel_case, string_tuple
 from ..text import strip_whitespace, utf16_len
 
-__all__ = ["THRESHOLD", "Score", "TurnActivity", "score", "user_text"]
+__all__ = [
+    "THRESHOLD",
+    "Earlier",
+    "Score",
+    "TurnActivity",
+    "fold",
+    "message_key",
+    "score",
+    "user_text",
+]
 
 THRESHOLD = 5
 USER_TEXTS_KEPT = 4  # user messages per turn kept for the review worker
 USER_TEXT_CHARS = 1000  # characters of each kept message
+ACTIVITY_KEPT = 8  # newest turns kept whole; older ones are folded into Earlier
+MESSAGE_IDS_KEPT = 64  # message ids a turn keeps (and user messages it counts)
+TOOL_NAMES_KEPT = 16  # tool names a turn, or the folded turns, keep
+ID_CHARS = 64  # a longer message id is kept as a digest
 
 
 @attrs.frozen
@@ -35,7 +57,19 @@ class TurnActivity:
     user_texts: tuple[str, ...] = attrs.field(default=(), converter=string_tuple)
 
 
-register_camel_case(TurnActivity)
+@attrs.frozen
+class Earlier:
+    """Turns folded out of the kept activity, up to ``through_turn``: their sums."""
+
+    through_turn: int
+    turns: int = 0
+    user_chars: int = 0
+    tool_results: int = 0
+    tool_names: tuple[str, ...] = attrs.field(default=(), converter=string_tuple)
+
+
+for _cls in (TurnActivity, Earlier):
+    register_camel_case(_cls)
 
 
 @attrs.frozen
@@ -87,17 +121,44 @@ def score_of(user_chars: int, turns: int, tool_results: int, unique_tools: int) 
     )
 
 
-def score(activity: Iterable[TurnActivity]) -> Score:
+def score(activity: Iterable[TurnActivity], earlier: Earlier | None = None) -> Score:
     turns = list(activity)
-    tools: set[str] = set()
+    base = earlier or Earlier(-1)
+    tools: set[str] = set(base.tool_names)
     for t in turns:
         tools.update(t.tool_names)
     return score_of(
-        sum(t.user_chars for t in turns),
-        len(turns),
-        sum(t.tool_results for t in turns),
+        base.user_chars + sum(t.user_chars for t in turns),
+        base.turns + len(turns),
+        base.tool_results + sum(t.tool_results for t in turns),
         len(tools),
     )
+
+
+def fold(activity: dict[int, TurnActivity], earlier: Earlier | None) -> Earlier | None:
+    """Fold the oldest turns of ``activity`` (in place) into ``earlier`` until at most
+    :data:`ACTIVITY_KEPT` remain; returns the new ``earlier``. The score is unchanged."""
+    while len(activity) > ACTIVITY_KEPT:
+        old = activity.pop(min(activity))
+        base = earlier or Earlier(old.turn)
+        names = list(base.tool_names)
+        names += [n for n in old.tool_names if n not in names]
+        earlier = Earlier(
+            max(base.through_turn, old.turn),
+            base.turns + 1,
+            base.user_chars + old.user_chars,
+            base.tool_results + old.tool_results,
+            names[:TOOL_NAMES_KEPT],
+        )
+    return earlier
+
+
+def message_key(message: Mapping[str, Any]) -> str:
+    """How a message's id is kept in its turn ("" when it has none)."""
+    ident = str(message.get("id", ""))
+    if len(ident) <= ID_CHARS:
+        return ident
+    return "sha256:" + hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def user_text(message: Mapping[str, Any]) -> str | None:
@@ -123,8 +184,10 @@ def record_messages(current: TurnActivity, messages: Sequence[Mapping[str, Any]]
     """Count the user messages of ``messages`` not yet seen in this turn."""
     ids, chars, texts = list(current.message_ids), current.user_chars, list(current.user_texts)
     for m in messages:
+        if len(ids) >= MESSAGE_IDS_KEPT:
+            break
         text = user_text(m)
-        ident = str(m.get("id", ""))
+        ident = message_key(m)
         if text is None or not ident or ident in ids:
             continue
         ids.append(ident)
@@ -139,4 +202,4 @@ def record_tools(current: TurnActivity, events: Sequence[Mapping[str, Any]]) -> 
     mine = [e for e in events if e.get("turn") == current.turn]
     results = sum(1 for e in mine if e.get("type") == "tool/result")
     names = {str(e.get("name")) for e in mine if e.get("type") == "tool/call" and e.get("name")}
-    return attrs.evolve(current, tool_results=results, tool_names=sorted(names))
+    return attrs.evolve(current, tool_results=results, tool_names=sorted(names)[:TOOL_NAMES_KEPT])

@@ -1,14 +1,22 @@
 """What one agent's lifecycle persists, and how: ``state/lifecycle/<agent id>.json``.
 
 The file holds the statechart's resting state and every piece of data the flow needs to
-resume (activity per turn, the deadline, prime, status, ended turns, the last review and the
-counters), as JSON lines: after every event that changed something, the whole new state is
-appended as one line (one ``write``, cheap enough for every step of every turn); once the
-file passes :data:`LOG_MAX` bytes it is compacted to its last state by an atomic replace. The
-last complete line is the state. Nothing is fsynced, so the state survives any process crash
-or restart; a power loss can at worst lose the latest changes or leave a torn last line,
-which is ignored. Reading is strict otherwise: an unknown key, a missing one, another flow's
-file, another agent's file or a state the spec cannot rest in is ``CorruptStore``.
+resume (the kept activity and the folded earlier turns, the deadline, prime, status, ended
+turns, the last review and the counters), as JSON lines: after every event that changed
+something, the whole new state is appended as one line (one ``write``); once the file would
+pass :data:`LOG_MAX` bytes it is replaced by that line alone, atomically. The last complete
+line is the state; a torn last line (a power loss) or an empty file is ignored. Every part is
+bounded (see :mod:`.scoring` for the activity; the review summary is cut to
+:data:`SUMMARY_CHARS`), so a line, the file and the cost of writing it do not grow with the
+session. The root's ``durability`` applies: ``full`` and ``normal`` fsync every append, and a
+replacement with its directory (rare, and without it a power loss could take the file's name
+and so every append since), ``off`` nothing.
+
+Several processes may drive one agent: the facade holds the agent's lock (:func:`lock_name`)
+around every read-modify-write and re-reads the file first (:func:`load`).
+
+Reading is strict otherwise: an unknown key, a missing one, another flow's file, another
+agent's file or a state the spec cannot rest in is ``CorruptStore``.
 """
 
 from __future__ import annotations
@@ -22,17 +30,32 @@ import attrs
 from ..convert import converter, register_camel_case
 from ..errors import CorruptStore, InvalidInput
 from ..ports import Files
-from ..storage import parse_versioned, replace_file
-from .scoring import TurnActivity
+from ..storage import durable_replace, parse_versioned
+from .scoring import Earlier, TurnActivity
 
-__all__ = ["AgentState", "Counters", "LastReview", "fresh", "load", "save", "state_path"]
+__all__ = [
+    "AgentState",
+    "Counters",
+    "LastReview",
+    "Stored",
+    "clip_summary",
+    "encode",
+    "fresh",
+    "load",
+    "lock_name",
+    "parse",
+    "read",
+    "save",
+    "state_path",
+]
 
 FLOW = "agent_lifecycle"
 STATE_DIR = "state/lifecycle"
 RESTING = ("idle", "armed", "deferred", "disposed")
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 ENDED_KEPT = 16
-LOG_MAX = 64 * 1024  # bytes of state history before the file is compacted
+LOG_MAX = 32 * 1024  # bytes of state history before the file is compacted
+SUMMARY_CHARS = 1000  # characters of the last review's summary kept
 
 
 @attrs.frozen
@@ -68,6 +91,7 @@ class AgentState:
     activity: list[TurnActivity]
     last_review: LastReview | None
     counters: Counters
+    earlier: Earlier | None = None
 
 
 for _cls in (Counters, LastReview, AgentState):
@@ -106,20 +130,51 @@ def state_path(agent_id: str) -> str:
     return f"{STATE_DIR}/{check_agent_id(agent_id)}.json"
 
 
-def load(files: Files, agent_id: str) -> tuple[AgentState | None, int]:
-    """The persisted state (None: never persisted, or no complete line survived) and the size
-    the next :func:`save` builds on: 0 when the file ends in a torn line, so that save
-    rewrites the file instead of appending to the torn bytes (which would tear the new line
-    too and make the file unreadable from then on)."""
-    path = state_path(agent_id)
-    data = files.read(path)
+def lock_name(agent_id: str) -> str:
+    """The lock serializing every process's events for one agent."""
+    return f"{STATE_DIR}/.{check_agent_id(agent_id)}.lock"
+
+
+def clip_summary(summary: str) -> str:
+    """A review summary as kept: at most :data:`SUMMARY_CHARS` characters."""
+    if len(summary) <= SUMMARY_CHARS:
+        return summary
+    return summary[: SUMMARY_CHARS - 1] + "\u2026"
+
+
+@attrs.frozen
+class Stored:
+    """What the file holds now: its last complete line (None: never persisted, or no complete
+    line survived) and the size the next :func:`save` builds on: 0 when the file ends in a
+    torn line, so that save rewrites the file instead of appending to the torn bytes (which
+    would tear the new line too and make the file unreadable from then on)."""
+
+    line: bytes | None
+    size: int
+
+
+def read(files: Files, agent_id: str) -> Stored:
+    data = files.read(state_path(agent_id))
     if data is None:
-        return None, 0
+        return Stored(None, 0)
     complete, _, torn = data.rpartition(b"\n")
     if not complete:  # empty, or one line cut short: a power loss took the only state
-        return None, 0
+        return Stored(None, 0)
     last = complete.rpartition(b"\n")[2]  # the last complete line; a torn tail is ignored
-    return _parse(last, agent_id, path), 0 if torn else len(data)
+    return Stored(last + b"\n", 0 if torn else len(data))
+
+
+def parse(stored: Stored, agent_id: str) -> AgentState | None:
+    """The state ``stored`` holds (None when it holds none)."""
+    if stored.line is None:
+        return None
+    return _parse(stored.line, agent_id, state_path(agent_id))
+
+
+def load(files: Files, agent_id: str) -> tuple[AgentState | None, int]:
+    """The persisted state and the size the next :func:`save` builds on (see :class:`Stored`)."""
+    stored = read(files, agent_id)
+    return parse(stored, agent_id), stored.size
 
 
 def _parse(line: bytes, agent_id: str, path: str) -> AgentState:
@@ -131,18 +186,25 @@ def _parse(line: bytes, agent_id: str, path: str) -> AgentState:
     return state
 
 
-def save(files: Files, state: AgentState, size: int) -> int:
-    """Persist ``state`` into a file now ``size`` bytes long; returns its new size.
-
-    Appends one line, or, for a new file or one past :data:`LOG_MAX`, replaces the file with
-    that line atomically.
-    """
+def encode(state: AgentState) -> bytes:
+    """``state`` as one line of the file."""
     data: dict[str, Any] = converter.unstructure(state)
-    line = (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
-    path = state_path(state.agent_id)
+    return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def save(files: Files, line: bytes, agent_id: str, size: int, durability: str) -> int:
+    """Persist the encoded state ``line`` into a file now ``size`` bytes long; returns its
+    new size.
+
+    Appends the line, or, for a new file or one that would pass :data:`LOG_MAX`, replaces the
+    file with that line atomically; synced as ``durability`` asks.
+    """
+    path = state_path(agent_id)
     if size == 0 or size + len(line) > LOG_MAX:
         files.ensure_dir(STATE_DIR)
-        replace_file(files, path, line, sync=False)
+        durable_replace(files, path, line, "off" if durability == "off" else "full")
         return len(line)
     files.append(path, line)
+    if durability != "off":
+        files.fsync(path)
     return size + len(line)

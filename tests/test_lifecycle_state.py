@@ -1,0 +1,307 @@
+"""The lifecycle state under faults: other processes, long sessions, durability, read-only.
+
+Hostile cases named here: several processes driving one agent (each acknowledged event must be
+reflected, not overwritten by the last writer), a session of thousands of turns while the
+review never runs (state and per-event work stay bounded, the score stays exact), a worker
+returning a megabyte summary, a power loss (every persisted event is fsynced as the root's
+``durability`` asks), and a read-only root (nothing written, nothing locked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.lifecycle import state as persisted
+from mnemon_sm.lifecycle.scoring import ACTIVITY_KEPT, MESSAGE_IDS_KEPT
+from mnemon_sm.testing.longterm import ScriptedWorkers
+from mnemon_sm.testing.memory import memory_ports
+from mnemon_sm.testing.snapshot import root_state
+from property_tests.scoring_model import as_reference, reference_score
+
+IDLE_MS = 30_000
+STATE = "state/lifecycle/main.json"
+
+
+def user(ident: str, text: str) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "role": "user",
+        "content": [{"type": "text", "text": text}],
+        "source": {"kind": "user"},
+    }
+
+
+def tools(turn: int, calls: list[str], results: int) -> list[dict[str, Any]]:
+    events = [{"type": "tool/call", "name": n, "turn": turn} for n in calls]
+    return events + [{"type": "tool/result", "turn": turn}] * results
+
+
+def open_agent(ports: Any, **config: Any) -> Any:
+    settings = {"durability": "off", "idle_review_ms": IDLE_MS, **config}
+    root = MemoryRoot.open("/r", Config(**settings), ports=ports)
+    return root.lifecycle("main")
+
+
+# -- several writers -----------------------------------------------------------------------
+
+
+def test_two_agents_on_one_root_see_each_others_events() -> None:
+    """Two facades of one agent (two hosts sharing the root) alternate events: each adopts
+    what the other persisted before its own event, so nothing is overwritten."""
+    ports, _ = memory_ports()
+    first, second = open_agent(ports), open_agent(ports)
+    first.pre_step(1, 1, [user("m1", "x" * 60)])
+    second.pre_step(2, 1, [user("m2", "y" * 40)])
+    first.turn_stopping(2, tools(2, ["read", "grep"], 3))
+    second.turn_ended(2)
+    for agent in (first, second):
+        status = agent.status()
+        assert status["activity"]["turns"] == 2
+        assert status["activity"]["userChars"] == 100
+        assert status["activity"]["toolResults"] == 3
+        assert status["counters"]["recallCues"] == 2
+    assert open_agent(ports).status() == first.status()
+
+
+def test_an_event_from_another_process_aborts_the_review_in_flight_here() -> None:
+    """A review started on a state another process has since changed is cancelled: its basis
+    is gone, and nothing it staged is written."""
+    import threading
+
+    cancelled = threading.Event()
+
+    def worker(request: Any, tools_: Any) -> object:
+        tools_.cancellation.wait(30)
+        cancelled.set()
+        return {"summary": "late", "action": "skipped", "documentIds": []}
+
+    ports, _ = memory_ports()
+    ports = attrs.evolve(ports, workers=ScriptedWorkers({"review": worker}))
+    here, there = open_agent(ports), open_agent(ports)
+    here.pre_step(1, 1, [user("m1", "y" * 200)])
+    here.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))
+    here.turn_ended(1)
+    here.tick(ports.clock.now_ms() + IDLE_MS)
+    assert here.state == "reviewing"
+    there.pre_step(2, 1, [user("m2", "z")])  # the other process starts a new turn
+    here.agent_idle()
+    assert cancelled.wait(10) and here.join(10)
+    assert here.state == there.state == "idle"
+    assert here.status()["lastReview"] is None
+    assert here.status()["activity"]["turns"] == 2
+
+
+WRITER = textwrap.dedent(
+    """
+    import json, sys
+    from mnemon_sm import Config, MemoryRoot
+
+    root_path, proc, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    root = MemoryRoot.open(root_path, Config(durability="off", idle_review_ms=600000))
+    agent = root.lifecycle("shared")
+    sys.stdin.readline()  # start barrier
+    for i in range(count):
+        turn = 1_000_000 * proc + i
+        agent.pre_step(turn, 1, [{"id": f"p{proc}-{i}", "role": "user",
+                                  "content": "hello", "source": {"kind": "user"}}])
+        print(json.dumps({"proc": proc, "event": i}), flush=True)
+    """
+)
+
+
+def test_concurrent_processes_lose_no_acknowledged_event(tmp_path: Path) -> None:
+    """Three processes send first steps for one agent at once: every acknowledged step is
+    counted (its cue), none lost to another process's write."""
+    root, procs, count = tmp_path / "root", 3, 60
+    MemoryRoot.open(root).lifecycle("shared")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(root), str(p), str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        for p in range(procs)
+    ]
+    for proc in started:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+    acknowledged = 0
+    for proc in started:
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0
+        acknowledged += len(out.splitlines())
+    assert acknowledged == procs * count
+    status = MemoryRoot.open(root).lifecycle("shared").status()
+    assert status["counters"]["recallCues"] == acknowledged
+    assert status["counters"]["writebackCues"] == acknowledged
+    assert status["counters"]["primes"] == 1
+
+
+# -- bounded however long the session -------------------------------------------------------
+
+
+def long_session(agent: Any, turns: int) -> list[tuple[int, int, list[str]]]:
+    """``turns`` turns, none reviewed; returns what each turn did (chars, results, tools)."""
+    done = []
+    names = ["read", "grep", "edit", "test", "lint", "run"]
+    for turn in range(1, turns + 1):
+        text = "w" * (turn % 7 * 9)
+        calls = names[: turn % 4]
+        agent.pre_step(turn, 1, [user(f"u{turn}", text)] if text else [])
+        agent.turn_stopping(turn, tools(turn, calls, turn % 3))
+        done.append((len(text), turn % 3, calls))
+    return done
+
+
+def test_a_long_session_keeps_a_bounded_state_and_the_exact_score() -> None:
+    """600 turns without a review: the state keeps ACTIVITY_KEPT turns whole and folds the
+    rest, the file stays small, and the score equals the reference's over every turn."""
+    ports, _ = memory_ports()
+    agent = open_agent(ports)
+    done = long_session(agent, 600)
+    chars = sum(c for c, _, _ in done)
+    results = sum(r for _, r, _ in done)
+    unique = len({n for _, _, calls in done for n in calls})
+    assert as_reference(agent.score) == reference_score(chars, len(done), results, unique)
+    status = agent.status()
+    assert (status["activity"]["userChars"], status["activity"]["toolResults"]) == (chars, results)
+    state, _ = persisted.load(ports.files, "main")
+    assert state is not None and len(state.activity) == ACTIVITY_KEPT
+    assert state.earlier is not None and state.earlier.turns == 600 - ACTIVITY_KEPT
+    data = ports.files.read(STATE)
+    assert data is not None and len(data) <= persisted.LOG_MAX
+    assert open_agent(ports).status() == status  # the folded state restores the same score
+
+
+def test_a_folded_turn_records_nothing_more() -> None:
+    ports, _ = memory_ports()
+    agent = open_agent(ports)
+    long_session(agent, ACTIVITY_KEPT + 3)
+    before = agent.status()["activity"]
+    agent.pre_step(1, 2, [user("late", "x" * 500)])  # turn 1 was folded long ago
+    agent.turn_stopping(1, tools(1, ["new-tool"], 9))
+    assert agent.status()["activity"] == before
+
+
+def test_a_turn_counts_at_most_its_kept_message_ids() -> None:
+    ports, _ = memory_ports()
+    agent = open_agent(ports)
+    many = [user(f"m{i}", "x") for i in range(MESSAGE_IDS_KEPT + 40)]
+    agent.pre_step(1, 1, many)
+    agent.pre_step(1, 2, many)  # the same messages again: nothing new
+    assert agent.status()["activity"]["userChars"] == MESSAGE_IDS_KEPT
+
+
+def test_long_message_ids_are_kept_as_digests_and_still_counted_once() -> None:
+    ports, _ = memory_ports()
+    agent = open_agent(ports)
+    ident = "id-" + "7" * 5000
+    agent.pre_step(1, 1, [user(ident, "hello")])
+    agent.pre_step(1, 2, [user(ident, "hello")])
+    assert agent.status()["activity"]["userChars"] == 5
+    data = ports.files.read(STATE)
+    assert data is not None and len(data) < 2000
+
+
+def test_a_huge_review_summary_is_cut() -> None:
+    def worker(request: Any, tools_: Any) -> object:
+        return {"summary": "s" * 5_000_000, "action": "skipped", "documentIds": []}
+
+    ports, _ = memory_ports()
+    ports = attrs.evolve(ports, workers=ScriptedWorkers({"review": worker}))
+    agent = open_agent(ports)
+    agent.pre_step(1, 1, [user("m1", "y" * 200)])
+    agent.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))
+    agent.turn_ended(1)
+    agent.tick(ports.clock.now_ms() + IDLE_MS)
+    assert agent.join(10)
+    summary = agent.status()["lastReview"]["summary"]
+    assert len(summary) <= persisted.SUMMARY_CHARS
+    data = ports.files.read(STATE)
+    assert data is not None and len(data) < 8000
+
+
+# -- durability -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("durability", "file_syncs", "dir_syncs"),
+    [("full", True, True), ("normal", True, True), ("off", False, False)],
+)
+def test_each_persisted_event_is_synced_as_the_durability_asks(
+    durability: str, file_syncs: bool, dir_syncs: bool
+) -> None:
+    ports, log = memory_ports()
+    agent = open_agent(ports, durability=durability)  # the first save replaces the file
+    log.calls.clear()
+    agent.pre_step(1, 1, [user("m1", "hello")])  # appended
+    synced = [c.args[0] for c in log.calls if c.method == "fsync"]
+    assert (STATE in synced) is file_syncs
+    ports.files.append(STATE, b'{"torn')  # a power loss tore the tail: next save replaces
+    log.calls.clear()
+    agent.pre_step(2, 1, [user("m2", "again")])
+    synced = [c.args[0] for c in log.calls if c.method == "fsync"]
+    assert any(p.startswith("state/lifecycle/.main.json.") for p in synced) is file_syncs
+    assert ("state/lifecycle" in synced) is dir_syncs
+
+
+def test_a_power_loss_keeps_every_acknowledged_event_at_durability_normal() -> None:
+    ports, _ = memory_ports(track_durability=True)
+    agent = open_agent(ports, durability="normal")
+    for turn in range(1, 40):
+        agent.pre_step(turn, 1, [user(f"m{turn}", "hello")])
+    ports.files.lose_power()  # type: ignore[attr-defined]
+    status = open_agent(ports).status()
+    assert status["counters"]["recallCues"] == 39
+    assert status["activity"]["turns"] == 39
+
+
+# -- read-only ------------------------------------------------------------------------------
+
+
+def test_read_only_hooks_write_and_lock_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    writer = MemoryRoot.open(root, Config(durability="off"))
+    agent = writer.lifecycle("main")
+    agent.pre_step(1, 1, [user("m1", "hello")])
+    before = root_state(root)
+    reader = MemoryRoot.open(root, Config(write_enabled=False)).lifecycle("main")
+    reader.session_start("resume")
+    reader.pre_step(2, 1, [user("m2", "hello again")])
+    reader.turn_stopping(2, tools(2, ["a"], 1))
+    reader.turn_ended(2)
+    reader.tick()
+    assert reader.status()["counters"]["recallCues"] == 2  # in memory only
+    assert root_state(root) == before
+    fresh = MemoryRoot.open(root, Config(write_enabled=False)).lifecycle("other")
+    fresh.pre_step(1, 1, [user("m1", "hello")])
+    assert root_state(root) == before
+
+
+def test_a_summary_past_its_limit_is_cut() -> None:
+    assert persisted.clip_summary("s" * 999) == "s" * 999
+    clipped = persisted.clip_summary("s" * 5000)
+    assert len(clipped) == persisted.SUMMARY_CHARS and clipped.endswith("\u2026")
+
+
+def test_the_state_file_is_one_json_line_per_change() -> None:
+    ports, _ = memory_ports()
+    agent = open_agent(ports)
+    agent.pre_step(1, 1, [user("m1", "hello")])
+    data = ports.files.read(STATE)
+    assert data is not None
+    lines = data.splitlines()
+    assert len(lines) == 2 and all(json.loads(line)["agentId"] == "main" for line in lines)
