@@ -6,7 +6,13 @@ later step of the same turn (messages already counted: nothing to persist) and
 ``turn_stopping`` (tool events set, score computed, deadline armed, persisted). Medians over
 blocks. Target: each hook <= 3x the unit.
 
-Usage: python benchmarks/lifecycle.py [--blocks N] [--calls N] [--dir DIR]
+Then a long session (``--turns``, default 3,000) in which the review never runs (no tick):
+the hooks of each turn (four steps, the stopping turn, its end) timed around turn 100 and
+around the last turn, and the state file's size at the end. Targets: state file < 64 KiB,
+cost at the last turn <= 1.5x the cost at turn 100.
+
+Usage: python benchmarks/lifecycle.py [--blocks N] [--calls N] [--turns N] [--durability D]
+       [--dir DIR]
 """
 
 from __future__ import annotations
@@ -57,14 +63,51 @@ def message(turn: int) -> list[dict[str, Any]]:
     ]
 
 
+def session(root_dir: Path, turns: int, durability: str) -> dict[str, Any]:
+    """A ``turns``-turn session without a review: per-turn hook cost near turn 100 and near
+    the end (medians of 21 turns each), and the state file's size."""
+    config = Config(idle_review_ms=600_000, durability=durability)  # type: ignore[arg-type]
+    root = MemoryRoot.open(root_dir, config)
+    agent = root.lifecycle("long")
+    windows = {"turn_100": range(90, 111), "last": range(turns - 20, turns + 1)}
+    spent: dict[str, list[float]] = {k: [] for k in windows}
+    for turn in range(1, turns + 1):
+        msgs = message(turn)
+        events = [{"type": "tool/call", "name": f"tool{turn % 5}", "turn": turn}]
+        events += [{"type": "tool/result", "turn": turn}] * 2
+        t0 = time.perf_counter()
+        for step in (1, 2, 3, 4):
+            agent.pre_step(turn, step, msgs)
+        agent.turn_stopping(turn, events)
+        agent.turn_ended(turn)
+        elapsed = time.perf_counter() - t0
+        for key, window in windows.items():
+            if turn in window:
+                spent[key].append(elapsed * 1e6)
+    size = (root_dir / "state" / "lifecycle" / "long.json").stat().st_size
+    first, last = (statistics.median(spent[k]) for k in ("turn_100", "last"))
+    return {
+        "turns": turns,
+        "durability": durability,
+        "state_file_bytes": size,
+        "turn_hooks_us_at_100": round(first, 1),
+        "turn_hooks_us_at_last": round(last, 1),
+        "last_vs_100": round(last / first, 2),
+        "score_turns": agent.score.turns,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--turns", type=int, default=3000)
+    parser.add_argument("--durability", default="full", choices=("full", "normal", "off"))
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        root = MemoryRoot.open(Path(tmp) / "root", Config(idle_review_ms=600_000))
+        config = Config(idle_review_ms=600_000, durability=args.durability)
+        root = MemoryRoot.open(Path(tmp) / "root", config)
         agent = root.lifecycle("bench")
         event = unit_event()
         series: dict[str, list[float]] = {"unit": [], "first": [], "later": [], "stop": []}
@@ -95,6 +138,7 @@ def main() -> None:
         med = {k: statistics.median(v) for k, v in series.items()}
         result = {
             "python": platform.python_version(),
+            "durability": args.durability,
             "unit_event_us": round(med["unit"], 1),
             "pre_step_first_us": round(med["first"], 1),
             "pre_step_later_us": round(med["later"], 1),
@@ -102,6 +146,7 @@ def main() -> None:
             "pre_step_first_vs_unit": round(med["first"] / med["unit"], 2),
             "pre_step_later_vs_unit": round(med["later"] / med["unit"], 2),
             "turn_stopping_vs_unit": round(med["stop"] / med["unit"], 2),
+            "long_session": session(Path(tmp) / "long", args.turns, args.durability),
         }
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

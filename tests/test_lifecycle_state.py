@@ -73,6 +73,32 @@ def test_two_agents_on_one_root_see_each_others_events() -> None:
     assert open_agent(ports).status() == first.status()
 
 
+def test_every_event_holds_the_agents_lock() -> None:
+    """While another process holds the agent's lock, an event times out and changes
+    nothing (it never reads, decides and writes around another writer)."""
+    from mnemon_sm import LockTimeout
+
+    ports, log = memory_ports()
+    agent = open_agent(ports)
+    agent.pre_step(1, 1, [user("m1", "hello")])
+    lock = persisted.lock_name("main")
+    acquired = [c.args[0] for c in log.calls if c.method == "acquire"]
+    assert acquired[-1] == lock
+    before = ports.files.read(STATE)
+    ports.locks.hold(lock)  # type: ignore[attr-defined]
+    for event in (
+        lambda: agent.pre_step(2, 1, [user("m2", "hello")]),
+        lambda: agent.turn_stopping(1, tools(1, ["a"], 1)),
+        lambda: agent.session_start("clear"),
+    ):
+        with pytest.raises(LockTimeout):
+            event()
+    assert ports.files.read(STATE) == before
+    ports.locks.let_go(lock)  # type: ignore[attr-defined]
+    agent.pre_step(2, 1, [user("m2", "hello")])
+    assert agent.status()["activity"]["turns"] == 2
+
+
 def test_an_event_from_another_process_aborts_the_review_in_flight_here() -> None:
     """A review started on a state another process has since changed is cancelled: its basis
     is gone, and nothing it staged is written."""
@@ -295,6 +321,16 @@ def test_a_summary_past_its_limit_is_cut() -> None:
     assert persisted.clip_summary("s" * 999) == "s" * 999
     clipped = persisted.clip_summary("s" * 5000)
     assert len(clipped) == persisted.SUMMARY_CHARS and clipped.endswith("\u2026")
+
+
+def test_a_crashed_replacements_temp_file_is_removed_when_the_agent_opens() -> None:
+    ports, _ = memory_ports()
+    open_agent(ports).pre_step(1, 1, [user("m1", "hello")])
+    stale = ports.files.write_temp(STATE, b"half a state")
+    other = ports.files.write_temp("state/lifecycle/other.json", b"not this agent's")
+    open_agent(ports)
+    assert ports.files.read(stale) is None
+    assert ports.files.read(other) is not None
 
 
 def test_the_state_file_is_one_json_line_per_change() -> None:

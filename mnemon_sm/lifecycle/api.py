@@ -84,6 +84,8 @@ class AgentLifecycle:
         self._settled = threading.Condition(self._mutex)
         self._listeners: list[Callable[[], None]] = []
         with self._held():
+            if self._writes:
+                persisted.remove_stale_temps(files, self.agent_id)
             self._known = persisted.read(files, self.agent_id)
             self._flow = self._new_flow(persisted.parse(self._known, self.agent_id))
             self._persist()

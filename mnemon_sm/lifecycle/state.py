@@ -29,7 +29,7 @@ import attrs
 
 from ..convert import converter, register_camel_case
 from ..errors import CorruptStore, InvalidInput
-from ..ports import Files
+from ..ports import TEMP_NAME, Files
 from ..storage import durable_replace, parse_versioned
 from .scoring import Earlier, TurnActivity
 
@@ -45,6 +45,7 @@ __all__ = [
     "lock_name",
     "parse",
     "read",
+    "remove_stale_temps",
     "save",
     "state_path",
 ]
@@ -128,6 +129,15 @@ def check_agent_id(agent_id: object) -> str:
 
 def state_path(agent_id: str) -> str:
     return f"{STATE_DIR}/{check_agent_id(agent_id)}.json"
+
+
+def remove_stale_temps(files: Files, agent_id: str) -> None:
+    """Remove what a writer that crashed while replacing the agent's file left (under the
+    agent's lock: no live writer of this agent can be replacing it)."""
+    prefix = f".{check_agent_id(agent_id)}.json."
+    for name in files.list(STATE_DIR):
+        if name.startswith(prefix) and TEMP_NAME.match(name):
+            files.remove(f"{STATE_DIR}/{name}")
 
 
 def lock_name(agent_id: str) -> str:
