@@ -52,23 +52,27 @@ def words(text: str) -> frozenset[str]:
 #: the worker prompts). Data quoted with :func:`quote_data` can neither open nor close one.
 BLOCK_TAGS = ("runtime-memory-file", "runtime-memory-snapshot")
 _BLOCK_TAG = re.compile(rf"<(?=[{WHITESPACE}]*/?[{WHITESPACE}]*(?:{'|'.join(BLOCK_TAGS)}))", re.I)
-_BRACES = re.compile(r"\{(?=\{)")
 
 
 def quote_data(text: str) -> str:
     """Make untrusted text safe inside a data block: every ``<`` that would start one of the
-    :data:`BLOCK_TAGS` (opening or closing, any case, with spaces) becomes ``<\\``, and ``{{``
-    is broken up (``{ {``) for hosts that interpolate templates."""
-    if "<" not in text and "{{" not in text:
+    :data:`BLOCK_TAGS` (opening or closing, any case, with spaces) becomes ``<\\``.
+
+    Blocks are delimited by their tags alone, so nothing else is touched: ``{{``, ``}}``,
+    ``${{ x }}``, ``{%`` and ``<%`` reach the model byte for byte, and text copied out of a
+    block matches the stored text unless it held a block tag. The text is data, never a
+    template: a host must not run it through a template engine."""
+    if "<" not in text:
         return text
-    return _BRACES.sub("{ ", _BLOCK_TAG.sub("<\\\\", text))
+    return _BLOCK_TAG.sub("<\\\\", text)
 
 
 def quote_json(text: str) -> str:
     """Make JSON text (from ``json.dumps``) safe as prompt data, with the same meaning: every
-    ``<`` becomes ``\\u003c`` and every ``{{`` becomes ``{\\u007b`` (both only ever occur
-    inside JSON strings), so no tag and no template marker appears in it."""
-    return text.replace("<", "\\u003c").replace("{{", "{\\u007b")
+    ``<`` becomes ``\\u003c`` (it only ever occurs inside JSON strings), so no tag appears in
+    it. ``{{`` needs no escaping: it opens no block, the prompt is data and never a template,
+    and a JSON decoder gives back the exact string either way."""
+    return text.replace("<", "\\u003c")
 
 
 def collapse_whitespace(value: str) -> str:

@@ -72,9 +72,8 @@ def rendering(contents: list[str]) -> bytes:
 
 
 def quoted(text: str) -> str:
-    """How the context quotes file text: no closing wrapper tag, no ``{{``."""
-    text = re.sub(r"</(runtime-memory-file)", r"<\\/\1", text, flags=re.IGNORECASE)
-    return re.sub(r"\{(?=\{)", "{ ", text)
+    """How the context quotes file text: no closing wrapper tag, everything else as it is."""
+    return re.sub(r"</(runtime-memory-file)", r"<\\/\1", text, flags=re.IGNORECASE)
 
 
 def context_problems(

@@ -3,9 +3,10 @@
 The runtime-memory text explains how to use the two files and the write protocol, then quotes
 both files with their ``used/limit UTF-8 bytes`` headers. Entries are untrusted data: they are
 quoted inside ``<runtime-memory-file>`` blocks that an entry can neither close nor open
-(:func:`~mnemon_sm.text.quote_data`), and every ``{{`` is broken up so a host that
-interpolates ``{{name}}`` templates never sees one. No storage path
-appears in the text.
+(:func:`~mnemon_sm.text.quote_data`). Nothing else in an entry is rewritten: ``{{``,
+``${{ x }}`` and other template syntax are shown byte for byte, so an ``old_text`` copied from
+the context matches the stored entry. The text is data, not a template: a host must not run it
+through a template engine. No storage path appears in the text.
 """
 
 from __future__ import annotations

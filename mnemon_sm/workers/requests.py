@@ -135,9 +135,9 @@ def persona(kind: str) -> str:
 
 
 def render_prompt(kind: str, data: Mapping[str, Any]) -> str:
-    """The task line, then the request data as indented, untrusted JSON in which no ``<`` or
-    ``{{`` appears (:func:`~mnemon_sm.text.quote_json`), so no data can open or close a
-    block."""
+    """The task line, then the request data as indented, untrusted JSON in which no ``<``
+    appears (:func:`~mnemon_sm.text.quote_json`), so no data can open or close a block; any
+    other text (``{{`` included) is shown as plain JSON."""
     body = quote_json(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True))
     # split on "\n" only: str.splitlines() would also split inside JSON strings at U+0085,
     # U+2028 and friends, which json.dumps leaves unescaped
