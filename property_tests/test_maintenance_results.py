@@ -6,7 +6,9 @@
   omitted, duplicated, out-of-range and non-integer indexes, empty sources, lowered importance,
   over-budget or duplicate content, bad content, a declined or wrong action, extra or missing
   keys, unknown or mismatched archive ids, stray writes): every one is rejected with the rule
-  its defect breaks, and every file of the root and every long-term record is unchanged.
+  its defect breaks, and every file of the root and every long-term record is unchanged. Every
+  defect kind, and every value a kind may use (each bad index, content, action, key), is a
+  test case of its own, so each is exercised on every run; Hypothesis draws the rest.
 - Valid results: accepted; the compacted target holds the packed candidates then the pending
   add, within the budget, in original order, and every archived entry is an active insight.
 """
@@ -144,8 +146,46 @@ USER_DEFECTS = {
 }
 
 
-def _break(draw: Any, defect: str, result: dict[str, Any], n: int, room: int) -> Any:
-    """Apply one defect to a valid compaction result (entries under compactedEntries)."""
+#: The values a compaction defect kind uses, each one a test case ("n+1": one past the last
+#: entry; "<where>:<key>": the key removed from the result or from its first entry).
+VARIANTS: dict[str, list[Any]] = {
+    "out-of-range": [0, -1, "n+1", 10**9],
+    "non-integer": [1.0, "1", True, None, [1]],
+    "bad-content": ["", "   ", "a § b", "x" * 8193],
+    "wrong-action": ["archived", "compact", "", "COMPACTED"],
+    "extra-key": ["result", "entry"],
+    "missing-key": [
+        "result:summary",
+        "result:action",
+        "result:compactedEntries",
+        "entry:content",
+        "entry:importance",
+        "entry:sourceIndexes",
+    ],
+    "not-an-object": [[], "compacted", 42, "NoneType"],
+}
+
+
+def cases(defects: dict[str, str], variants: dict[str, list[Any]]) -> list[Any]:
+    """One ``(defect, variant)`` test case per kind and value (``None``: a kind of one)."""
+    return [
+        pytest.param(defect, variant, id=f"{defect}-{i}" if defect in variants else defect)
+        for defect in sorted(defects)
+        for i, variant in enumerate(variants.get(defect, [None]))
+    ]
+
+
+def _where(result: dict[str, Any], first: dict[str, Any], variant: str) -> tuple[Any, str]:
+    """The mapping a ``<where>:<key>`` variant names, and the key."""
+    scope, _, key = variant.partition(":")
+    return (result if scope == "result" else first), key
+
+
+def _break(
+    draw: Any, defect: str, result: dict[str, Any], n: int, room: int, variant: Any = None
+) -> Any:
+    """Apply one defect to a valid compaction result (entries under compactedEntries);
+    ``variant`` is the value the defect uses (see :data:`VARIANTS`)."""
     entries = result["compactedEntries"]
     if defect == "omit":
         group = entries[-1]["sourceIndexes"]
@@ -156,9 +196,9 @@ def _break(draw: Any, defect: str, result: dict[str, Any], n: int, room: int) ->
     elif defect == "duplicate-index":  # the repeat is met before that entry's importance
         entries[-1]["sourceIndexes"].append(entries[0]["sourceIndexes"][0])
     elif defect == "out-of-range":
-        entries[0]["sourceIndexes"].append(draw(st.sampled_from([0, -1, n + 1, 10**9])))
+        entries[0]["sourceIndexes"].append(n + 1 if variant == "n+1" else variant)
     elif defect == "non-integer":
-        entries[0]["sourceIndexes"][0] = draw(st.sampled_from([1.0, "1", True, None, [1]]))
+        entries[0]["sourceIndexes"][0] = variant
     elif defect == "empty-sources":
         entries.append({"content": "an extra entry", "importance": "low", "sourceIndexes": []})
     elif defect == "lowered":
@@ -176,24 +216,23 @@ def _break(draw: Any, defect: str, result: dict[str, Any], n: int, room: int) ->
         entries[1]["content"] = "  " + entries[0]["content"].replace(" ", "\t ") + " "
         entries[1]["importance"] = "critical"
     elif defect == "bad-content":
-        entries[0]["content"] = draw(st.sampled_from(["", "   ", "a § b", "x" * 8193]))
+        entries[0]["content"] = variant
     elif defect == "declined":
         result["action"] = "failed"
     elif defect == "wrong-action":
-        result["action"] = draw(st.sampled_from(["archived", "compact", "", "COMPACTED"]))
+        result["action"] = variant
     elif defect == "extra-key":
-        where = draw(st.sampled_from([result, entries[0]]))
-        where["note"] = "unexpected"
+        (result if variant == "result" else entries[0])["note"] = "unexpected"
     elif defect == "missing-key":
-        where = draw(st.sampled_from([result, entries[0]]))
-        del where[draw(st.sampled_from(sorted(where)))]
+        where, key = _where(result, entries[0], variant)
+        del where[key]
     elif defect == "not-an-object":
-        return draw(st.sampled_from([[], "compacted", 42, None.__class__.__name__]))
+        return variant
     return result
 
 
 @st.composite
-def user_cases(draw: Any, defect: st.SearchStrategy[str | None]) -> Case:
+def user_cases(draw: Any, defect: st.SearchStrategy[str | None], variant: Any = None) -> Case:
     chosen = draw(defect)
     entries = _entries(draw, "user", 420)
     if chosen in ("lowered", "lowered-merged"):
@@ -210,9 +249,8 @@ def user_cases(draw: Any, defect: st.SearchStrategy[str | None]) -> Case:
     pending = "pending " + "p" * 112
     room = budget(512, len(pending))
     if chosen is not None:
-        return Case(
-            "user", entries, pending, _break(draw, chosen, result, len(entries), room), chosen
-        )
+        broken = _break(draw, chosen, result, len(entries), room, variant)
+        return Case("user", entries, pending, broken, chosen)
     return Case("user", entries, pending, result, None)
 
 
@@ -242,16 +280,17 @@ def _refused(
     raise AssertionError(f"a result with defect {case.defect!r} was accepted")
 
 
-PER_KIND = settings(max_examples=max(3, settings().max_examples // 8))
+# A few examples per case: the cases (about 80 of them) are what covers the kinds.
+PER_KIND = settings(max_examples=max(3, settings().max_examples // 15))
 
 
-@pytest.mark.parametrize("defect", sorted(USER_DEFECTS))  # every kind, every run
+@pytest.mark.parametrize(("defect", "variant"), cases(USER_DEFECTS, VARIANTS))
 @PER_KIND
 @given(data=st.data())
 def test_every_defective_compaction_is_rejected_and_changes_nothing(
-    defect: str, data: st.DataObject
+    defect: str, variant: Any, data: st.DataObject
 ) -> None:
-    case = data.draw(user_cases(st.just(defect)), label="case")
+    case = data.draw(user_cases(st.just(defect), variant), label="case")
     workers = ScriptedWorkers({"compact": lambda _r, _t: copy.deepcopy(case.result)})
     error = _refused(case, workers)
     assert case.defect is not None
@@ -322,6 +361,23 @@ COMPACTED_DEFECTS = {
     "duplicate-content",
     "bad-content",
 }
+#: The values an archive defect kind uses (the compaction defects' own, and the archive's).
+ARCHIVE_VARIANTS: dict[str, list[Any]] = {
+    **{defect: VARIANTS[defect] for defect in sorted(COMPACTED_DEFECTS) if defect in VARIANTS},
+    "range-row": [0, "n+1", -3],
+    "non-integer-row": ["1", 1.5, None],
+    "extra-key": ["result", "row"],
+    "missing-key": [
+        "result:summary",
+        "result:action",
+        "result:memoryBodyIds",
+        "result:archived",
+        "result:compactedEntries",
+        "row:sourceIndex",
+        "row:memoryBodyId",
+        "row:id",
+    ],
+}
 
 
 @st.composite
@@ -340,25 +396,25 @@ def memory_cases(draw: Any, defect: st.SearchStrategy[str | None]) -> Case:
 
 
 def _archive_defect(
-    draw: Any, case: Case, unrelated: list[str]
+    draw: Any, case: Case, unrelated: list[str], variant: Any = None
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """(corrupt, extra) for the archive script (``unrelated``: ids of insights holding other
-    text)."""
+    text; ``variant``: the value the defect uses, see :data:`ARCHIVE_VARIANTS`)."""
     defect, n = case.defect, len(case.entries)
 
     def corrupt(result: dict[str, Any]) -> dict[str, Any]:
         rows = result["archived"]
         if defect in COMPACTED_DEFECTS:
             wrapped = {"compactedEntries": result["compactedEntries"]}
-            _break(draw, defect, wrapped, n, 0)
+            _break(draw, defect, wrapped, n, 0, variant)
         elif defect == "omit-row":
             rows.pop(draw(st.integers(0, n - 1)))
         elif defect == "duplicate-row":
             rows.append(dict(rows[0]))
         elif defect == "range-row":
-            rows[0]["sourceIndex"] = draw(st.sampled_from([0, n + 1, -3]))
+            rows[0]["sourceIndex"] = n + 1 if variant == "n+1" else variant
         elif defect == "non-integer-row":
-            rows[0]["sourceIndex"] = draw(st.sampled_from(["1", 1.5, None]))
+            rows[0]["sourceIndex"] = variant
         elif defect == "unknown-pending":
             rows[0]["id"] = "pending-999"
         elif defect == "space-as-insight":
@@ -376,10 +432,10 @@ def _archive_defect(
         elif defect == "wrong-action":
             result["action"] = "compacted"
         elif defect == "extra-key":
-            draw(st.sampled_from([result, rows[0]]))["note"] = 1
+            (result if variant == "result" else rows[0])["note"] = 1
         elif defect == "missing-key":
-            where = draw(st.sampled_from([result, rows[0]]))
-            del where[draw(st.sampled_from(sorted(where)))]
+            where, key = _where(result, rows[0], variant)
+            del where[key]
         return result
 
     def extra(tools: ToolBox) -> None:
@@ -399,16 +455,16 @@ def _archive_defect(
     return corrupt, extra
 
 
-@pytest.mark.parametrize("defect", sorted(ARCHIVE_DEFECTS))  # every kind, every run
+@pytest.mark.parametrize(("defect", "variant"), cases(ARCHIVE_DEFECTS, ARCHIVE_VARIANTS))
 @PER_KIND
 @given(data=st.data())
 def test_every_defective_archive_is_rejected_and_writes_nothing(
-    defect: str, data: st.DataObject
+    defect: str, variant: Any, data: st.DataObject
 ) -> None:
     case = data.draw(memory_cases(st.just(defect)), label="case")
     unrelated: list[str] = []
     # drawn on the worker's thread
-    corrupt, extra = _archive_defect(WorkerData(data).draw, case, unrelated)
+    corrupt, extra = _archive_defect(WorkerData(data).draw, case, unrelated, variant)
     script = archive_script(
         "default",
         keep=lambda _: copy.deepcopy(case.result),
@@ -437,3 +493,9 @@ def test_every_valid_archive_is_accepted_packed_and_recallable(case: Case) -> No
     stored = insight_contents(ports)["default"]
     assert sorted(stored) == sorted(c for c, _ in case.entries), COVERED
     _check_packed(root, case, case.result)
+
+
+def test_every_variant_belongs_to_a_defect_kind() -> None:
+    """A misspelt kind in a variant table would quietly run that kind once, with no value."""
+    assert set(VARIANTS) <= set(USER_DEFECTS)
+    assert set(ARCHIVE_VARIANTS) <= set(ARCHIVE_DEFECTS)

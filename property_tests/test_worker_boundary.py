@@ -11,9 +11,11 @@ Enumerated, not sampled:
    (recorded, activity kept, nothing written) and the agent keeps working.
 2. Every state a spec gives an ``abort`` transition x ``KeyboardInterrupt``: the state's entry
    action raises once; the exception propagates unchanged, the machine is back at rest, no
-   lock is held, and the same operation then works. Hot memory has no such state; a
-   ``BaseException`` from a port in the middle of a commit leaves the source unchanged and
-   the lock released instead.
+   lock is held, and the same operation then works.
+3. Every port call of a hot add, replace and remove, and of a maintenance round (by the state
+   it is made in) x every exception type plus ``KeyError``: an error the library does not
+   expect propagates unchanged (never a receipt), hot memory is unchanged, no lock is held,
+   the flows rest, and the same operation then works.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ import pytest
 
 from mnemon_sm import Config, MemoryRoot, WorkerFailed
 from mnemon_sm.engine.spec import ABORT, flow_names, load_flow
+from mnemon_sm.hot.model import SOURCE_PATH
 from mnemon_sm.ports import Ports
+from mnemon_sm.testing.faults import RaisingPort
 from mnemon_sm.testing.maintenance import seed, world
 from mnemon_sm.testing.memory import memory_ports
 from mnemon_sm.workers.builtin import BuiltinWorkers
@@ -416,43 +420,131 @@ def test_an_exception_applying_a_review_leaves_the_agent_idle_and_usable(
     assert agent.join(30) and agent.status()["lastReview"]["action"] == "stored"
 
 
-# -- hot memory: no abortable state, so a port raises in the middle of a commit ---------------
+# -- an exception from a port, in the middle of hot memory and of maintenance ----------------
+#
+# The library turns only its own expected failures (a ``StorageError``, a rejection) into
+# typed errors; anything else a port raises (a ``RuntimeError``, a ``KeyError``, a
+# ``BaseException``) is a bug or an interruption and must reach the caller unchanged. An engine
+# built with ``catch_errors_as_events=True`` would swallow it and carry on: an add whose commit
+# raised would then return a success receipt with nothing written.
+
+FULL = attrs.evolve(CONFIG, durability="full")  # so a commit fsyncs: every port method is met
+UNEXPECTED = [*ERRORS, lambda: KeyError("slot")]
+UNEXPECTED_IDS = [*ERROR_IDS, "KeyError"]
+HOT_PORT_CALLS = [
+    ("locks", "acquire"),
+    ("files", "read"),
+    ("clock", "now_ms"),
+    ("files", "write_temp"),
+    ("files", "fsync"),
+    ("files", "rename"),
+]
+HOT_OPERATIONS: dict[str, Callable[[MemoryRoot], Any]] = {
+    "add": lambda root: root.hot.add("user", "User prefers green tea"),
+    "replace": lambda root: root.hot.replace("user", "black tea", "User prefers coffee"),
+    "remove": lambda root: root.hot.remove("user", "black tea"),
+}
 
 
-class Raising:
-    """A port wrapper whose ``method`` raises ``error`` on its first call."""
-
-    def __init__(self, inner: object, method: str, error: BaseException) -> None:
-        self.inner, self.method, self.error, self.fired = inner, method, error, False
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self.inner, name)
-        if name != self.method or self.fired:
-            return value
-
-        def raising(*args: Any, **kwargs: Any) -> Any:
-            self.fired = True
-            raise self.error
-
-        return raising
-
-
-@pytest.mark.parametrize("error", ERRORS[:4], ids=ERROR_IDS[:4])
-@pytest.mark.parametrize("method", ["read", "write_temp", "rename"])
-def test_a_base_exception_inside_a_hot_commit_leaves_the_root_usable(
-    method: str, error: Callable[[], BaseException]
-) -> None:
+def _raising_root(
+    port: str, method: str, error: BaseException, **kwargs: Any
+) -> tuple[MemoryRoot, Ports, RaisingPort]:
+    """A root whose ``port`` raises ``error`` from ``method`` once armed (``kwargs``: when);
+    the plain ports come back too, to look at what was written."""
     ports, _ = memory_ports()
-    root = _open(ports)
-    root.hot.add("user", "User prefers tea")
-    raising = Raising(ports.files, method, error())
-    root._ports = attrs.evolve(ports, files=raising)
-    root._flow.ports = root._ports  # the flow reaches the files only through its ports
-    source = ports.files.read("runtime/memories.json")
-    with pytest.raises(type(raising.error)):
-        root.hot.add("user", "User prefers green tea")
+    raising = RaisingPort(getattr(ports, port), method, error, **kwargs)
+    root = MemoryRoot.open("/r", FULL, ports=attrs.evolve(ports, **{port: raising}))
+    return root, ports, raising
+
+
+def _raises_unchanged(operation: Callable[[], object], raising: RaisingPort) -> None:
+    """``operation`` raises the very error the port raised: no receipt, no wrapper."""
+    raising.armed = True
+    with pytest.raises(type(raising.error)) as caught:  # a receipt: "DID NOT RAISE"
+        operation()
+    assert raising.fired and caught.value is raising.error
+
+
+@pytest.mark.parametrize("error", UNEXPECTED, ids=UNEXPECTED_IDS)
+@pytest.mark.parametrize(
+    ("port", "method"), HOT_PORT_CALLS, ids=[".".join(c) for c in HOT_PORT_CALLS]
+)
+@pytest.mark.parametrize("operation", sorted(HOT_OPERATIONS))
+def test_an_unexpected_port_error_in_a_hot_mutation_propagates_and_the_root_stays_usable(
+    operation: str, port: str, method: str, error: Callable[[], BaseException]
+) -> None:
+    root, ports, raising = _raising_root(port, method, error())
+    root.hot.add("user", "User prefers black tea")
+    source, entries = ports.files.read(SOURCE_PATH), root.hot.snapshot().entries
+    _raises_unchanged(lambda: HOT_OPERATIONS[operation](root), raising)
     invariant = AT_REST["hot_memory_mutation"]
-    assert raising.fired and ports.files.read("runtime/memories.json") == source, invariant
+    assert ports.files.read(SOURCE_PATH) == source, invariant
+    assert root.hot.snapshot().entries == entries, invariant
     assert not ports.locks.held, invariant  # type: ignore[attr-defined]
     assert root._flow.state in load_flow("hot_memory_mutation").spec.resting, invariant
-    assert root.hot.add("user", "User prefers green tea").added, invariant
+    receipt = HOT_OPERATIONS[operation](root)  # the same operation now works
+    assert receipt.success and root.hot.snapshot().entries != entries, invariant
+
+
+#: Port calls of a maintenance round, by the state they are made in: (state, port, method).
+MAINTENANCE_PORT_CALLS = [
+    ("snapshotting", "files", "read_if_changed"),
+    ("snapshotting", "clock", "now_ms"),
+    ("archiving", "long_term", "remember"),
+    ("archiving", "files", "rename"),  # the journal's update
+    ("committing", "locks", "acquire"),
+    ("committing", "files", "append"),  # the hot-memory history
+    ("committing", "files", "rename"),
+]
+ROUNDS: dict[str, tuple[Callable[[MemoryRoot, Ports], object], Callable[[MemoryRoot], Any]]] = {
+    "compact": (
+        lambda root, ports: _user_facts(ports),
+        lambda root: root.hot.add("user", "User collects old maps " + "m" * 190),
+    ),
+    "archive": (
+        lambda root, ports: (_with_space(root), _memory_facts(ports)),
+        lambda root: root.hot.add("memory", "A new fact that does not fit " + "x" * 200),
+    ),
+}
+
+
+def _round_calls() -> list[tuple[str, str, str, str]]:
+    """Every (round, state, port, method) that round makes (a compaction archives nothing)."""
+    return [
+        (kind, *call)
+        for kind in ROUNDS
+        for call in MAINTENANCE_PORT_CALLS
+        if kind == "archive" or call[0] != "archiving"
+    ]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [UNEXPECTED[0], *UNEXPECTED[-2:]],
+    ids=["KeyboardInterrupt", "RuntimeError", "KeyError"],
+)
+@pytest.mark.parametrize(
+    ("kind", "state", "port", "method"), _round_calls(), ids=["-".join(c) for c in _round_calls()]
+)
+def test_an_unexpected_port_error_in_a_maintenance_round_propagates_and_the_root_stays_usable(
+    kind: str, state: str, port: str, method: str, error: Callable[[], BaseException]
+) -> None:
+    reopened: list[MemoryRoot] = []  # the root whose maintenance state picks the call
+    first, ports, raising = _raising_root(
+        port, method, error(), when=lambda: reopened[0]._maintenance.state == state
+    )
+    prepare, operation = ROUNDS[kind]
+    prepare(first, ports)
+    reopened.append(root := MemoryRoot.open("/r", FULL, ports=first._ports))  # sees the seed
+    source, entries = ports.files.read(SOURCE_PATH), root.hot.snapshot().entries
+    _raises_unchanged(lambda: operation(root), raising)
+    invariant = AT_REST["hot_memory_maintenance"]
+    assert ports.files.read(SOURCE_PATH) == source, invariant
+    assert root.hot.snapshot().entries == entries, invariant
+    assert not ports.locks.held, invariant  # type: ignore[attr-defined]
+    assert root._maintenance.state == "idle", invariant
+    assert root._flow.state in load_flow("hot_memory_mutation").spec.resting, invariant
+    receipt = operation(root)  # the same round now runs to the end
+    assert receipt.maintenance is not None and receipt.maintenance.kind == (
+        "local-compaction" if kind == "compact" else "long-term-archive"
+    ), invariant

@@ -338,12 +338,12 @@ def test_a_refused_archive_keeps_the_document_active(
 
     root, ports = open_root(scripted(script))
     [doc] = fill(root, ports, 1)
-    before = files_of(ports)
+    before = world(ports)
     with pytest.raises(error) as caught:
         root.documents.archive(doc)
     if rule is not None:
         assert caught.value.rule == rule  # type: ignore[attr-defined]
-    assert files_of(ports) == before
+    assert world(ports) == before  # no file, and not the staged remember either
     assert root.documents.get(doc)[0].status == "active"
 
 
@@ -367,6 +367,103 @@ def test_a_reference_without_the_path_and_hash_is_refused_and_nothing_moves() ->
     with pytest.raises(MaintenanceRejected, match="does not hold the archived path"):
         root.documents.archive(doc)
     assert files_of(ports) == before
+
+
+OTHER_SHA = hashlib.sha256(b"another body").hexdigest()
+Reference = Callable[[str, str], str]
+
+
+def archiver(
+    content: Reference, existing: list[str]
+) -> Callable[[WorkerRequest, ToolBox], object]:
+    """A document archiver whose cold reference is a remember of ``content(plannedPath,
+    contentSha256)`` it stages or, once ``existing`` holds an id, that insight."""
+
+    def script(request: WorkerRequest, tools: ToolBox) -> object:
+        if existing:
+            ident = existing[0]
+        else:
+            text = content(request.data["plannedPath"], request.data["contentSha256"])
+            receipt = tools.call("mnemon_remember", {"content": text, "memoryBodyId": "default"})
+            ident = receipt["id"]
+        return {
+            "summary": "A runbook.",
+            "action": "archived",
+            "memoryBodyIds": ["default"],
+            "references": [{"memoryBodyId": "default", "id": ident}],
+        }
+
+    return script
+
+
+#: How a cold reference is written from the planned path and SHA-256, and whether it passes.
+REFERENCES: dict[str, tuple[Reference, bool]] = {
+    "path-and-sha": (lambda path, sha: f"Runbook, archived at {path} (sha256 {sha}).", True),
+    "wrong-sha": (lambda path, sha: f"Runbook, archived at {path} (sha256 {OTHER_SHA}).", False),
+    "no-sha": (lambda path, sha: f"Runbook, archived at {path}.", False),
+    "wrong-path": (
+        lambda path, sha: f"Runbook at {path.replace('/archived/', '/active/')} (sha256 {sha}).",
+        False,
+    ),
+    "no-path": (lambda path, sha: f"Runbook, archived (sha256 {sha}).", False),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REFERENCES))
+@pytest.mark.parametrize("existing", [False, True], ids=["staged", "existing"])
+def test_a_cold_reference_must_hold_the_planned_path_and_the_sha256(
+    kind: str, existing: bool
+) -> None:
+    """RULE-DOC-5, path and hash alike, for a reference the run stages and for an existing
+    insight it names; a refused one writes nothing anywhere and the document stays active."""
+    content, accepted = REFERENCES[kind]
+    named: list[str] = []
+    root, ports = open_root(scripted(archiver(content, named)))
+    root.long_term.create_space("Runbooks", "Deploy runbooks", active=True)  # the default
+    [doc] = fill(root, ports, 1)
+    record = root.documents.get(doc)[0]
+    if existing:  # in long-term memory before the run, which only names it
+        planned = f"/roots/r/{record.path('archived')}"
+        with root.long_term.mutex:
+            text = content(planned, record.content_hash)
+            named.append(str(root.long_term.service.remember(text, space_id="default")["id"]))
+    before = world(ports)
+    if accepted:
+        assert root.documents.archive(doc).document.status == "archived"
+        return
+    with pytest.raises(MaintenanceRejected, match="does not hold the archived path") as caught:
+        root.documents.archive(doc)
+    assert caught.value.rule == "cold-reference"
+    assert world(ports) == before  # nothing moved, and the reference was not written
+    assert root.documents.get(doc)[0].status == "active"
+
+
+class DroppingStore:
+    """A long-term store that stores a remember without ``dropped`` (a store that changes
+    what it is given): only the check after the writes can see it."""
+
+    def __init__(self, inner: object, dropped: str) -> None:
+        self.inner, self.dropped = inner, dropped
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def remember(self, space: str, content: str, **kwargs: Any) -> Any:
+        return self.inner.remember(space, content.replace(self.dropped, ""), **kwargs)  # type: ignore[attr-defined]
+
+
+def test_a_reference_is_confirmed_again_as_written() -> None:
+    content = REFERENCES["path-and-sha"][0]
+    root, ports = open_root(scripted(archiver(content, [])))
+    root.long_term.create_space("Runbooks", "Deploy runbooks", active=True)
+    [doc] = fill(root, ports, 1)
+    digest = root.documents.get(doc)[0].content_hash
+    dropping = attrs.evolve(ports, long_term=DroppingStore(ports.long_term, digest))
+    root = MemoryRoot.open("/roots/r", CONFIG, ports=dropping)
+    before = files_of(ports)
+    with pytest.raises(MaintenanceRejected, match="does not hold the archived path"):
+        root.documents.archive(doc)
+    assert files_of(ports) == before and root.documents.get(doc)[0].status == "active"
 
 
 def test_archive_update_race_keeps_the_active_copy() -> None:

@@ -221,6 +221,7 @@ class _BadDimensions:
 
     def __init__(self, dimensions: object) -> None:
         self._dimensions = dimensions
+        self.calls: list[Sequence[str]] = []  # an assertion here would become EmbeddingFailed
 
     @property
     def dimensions(self) -> Any:
@@ -229,14 +230,17 @@ class _BadDimensions:
         return self._dimensions
 
     def embed(self, texts: Sequence[str]) -> Any:
-        raise AssertionError("must not be called")
+        self.calls.append(texts)
+        return numpy.zeros((len(texts), 8), dtype=numpy.float32)
 
 
 @pytest.mark.parametrize("dimensions", [0, -1, "8", None, RuntimeError("no model")])
 def test_a_bad_dimensions_property_is_embedding_failed(dimensions: object) -> None:
     for texts in ([], ["x"]):
+        embedder = _BadDimensions(dimensions)
         with pytest.raises(EmbeddingFailed):
-            embed_checked(_BadDimensions(dimensions), texts)
+            embed_checked(embedder, texts)
+        assert embedder.calls == []  # refused before the model is asked
 
 
 def test_embed_checked_hands_the_embedder_its_own_list_and_takes_any_iterable() -> None:
@@ -244,15 +248,14 @@ def test_embed_checked_hands_the_embedder_its_own_list_and_takes_any_iterable() 
 
     class Mutating(FakeEmbedder):
         def embed(self, texts: Sequence[str]) -> Any:
-            assert isinstance(texts, list)
-            seen.append(texts)
+            seen.append(texts)  # checked after the call: embed_checked catches assertions
             out = super().embed(texts)
             texts.clear()  # hostile: must not change what the caller passed
             return out
 
     mine = ["a b", "c"]
     assert embed_checked(Mutating(4), mine).shape == (2, 4)
-    assert mine == ["a b", "c"] and seen[0] is not mine
+    assert mine == ["a b", "c"] and isinstance(seen[0], list) and seen[0] is not mine
     assert embed_checked(FakeEmbedder(4), (t for t in ["x", "y", "z"])).shape == (3, 4)
 
 

@@ -277,6 +277,7 @@ def test_another_thread_commits_while_the_worker_runs_and_the_compaction_is_refu
     the stale compaction then fails its revision check)."""
     roots: list[MemoryRoot] = []
     finished: list[bool] = []
+    blocked: list[bool] = []  # asserted after the flow returns, never inside the worker
 
     def compactor(request: WorkerRequest, tools: ToolBox) -> object:
         other = threading.Thread(
@@ -286,7 +287,7 @@ def test_another_thread_commits_while_the_worker_runs_and_the_compaction_is_refu
         )
         other.start()
         other.join(timeout=10)
-        assert not other.is_alive(), "the other thread was blocked by the running worker"
+        blocked.append(other.is_alive())
         return merge_everything(request)
 
     root, ports = open_root(ScriptedWorkers({"compact": compactor}))
@@ -294,6 +295,7 @@ def test_another_thread_commits_while_the_worker_runs_and_the_compaction_is_refu
     roots.append(root := reopen(ports))
     with pytest.raises(RevisionConflict):
         root.hot.add("user", "New preference " * 40)
+    assert blocked == [False], "the other thread was blocked by the running worker"
     assert finished == [True]
     assert root.hot.snapshot().of("user")[-1].content == "From another thread"
 

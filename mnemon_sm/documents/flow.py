@@ -6,8 +6,10 @@ Planning reads the index (no lock: it is replaced atomically) and turns the requ
 :class:`~mnemon_sm.documents.rules.Draft`; the capacity plan then says commit, or archive the
 least recently used active document first (a manual archive names its document). Archiving
 runs the archive worker with staged long-term writes and no document lock held, checks its
-result, applies its writes and confirms that the cold reference, in the space it names,
-contains the planned archived path and the body's SHA-256 (RULE-DOC-5). Only then, under the
+result and its cold references (each names a remember the run staged, holding the planned
+archived path and the body's SHA-256, or an existing insight that holds them), so a refused
+reference writes nothing; then it applies the writes and confirms that every reference, in
+the space it landed in, holds them (RULE-DOC-5). Only then, under the
 index lock and if the document's revision did not change, is the archived copy written, the
 index committed and the active file removed (see :mod:`mnemon_sm.documents.store` for the
 crash windows). Committing plans again on the index read under the lock, so a concurrent
@@ -160,6 +162,7 @@ class DocumentFlow(FlowContext):
             summary = _checked(result)
             long_term = self.long_term()
             with long_term.mutex:
+                _check_references(long_term, result, tools, planned, victim.content_hash)
                 applied = tools.apply()
                 real = {
                     w.pending_id: (a.space_id, str(a.receipt.get("id", "")))
@@ -306,6 +309,33 @@ def _checked(result: DocumentArchiveResult) -> str:
     return summary
 
 
+def _check_references(
+    long_term: LongTermMemory,
+    result: DocumentArchiveResult,
+    tools: ScopedTools,
+    planned: str,
+    digest: str,
+) -> None:
+    """RULE-DOC-5 before anything is written, so a refused reference writes nothing: a
+    reference to this run's work names a remember it staged, whose content holds the planned
+    path and the SHA-256; a reference to an existing insight is confirmed as :func:`_confirm`
+    will confirm it (this run's writes cannot change it)."""
+    staged = {
+        w.pending_id: w.args.content
+        for w in tools.staged
+        if w.tool == "mnemon_remember" and w.pending_id is not None
+    }
+    for ref in result.references:
+        if not ref.id.startswith("pending-"):
+            _holding(long_term, ref.memory_body_id, ref.id, planned, digest)
+        elif ref.id in staged:
+            _require(ref.id, staged[ref.id], planned, digest)
+        else:
+            raise MaintenanceRejected(
+                "cold-reference", f"{ref.id!r} was not returned by a remember of this run"
+            )
+
+
 def _confirm(
     long_term: LongTermMemory,
     result: DocumentArchiveResult,
@@ -313,28 +343,34 @@ def _confirm(
     planned: str,
     digest: str,
 ) -> list[str]:
-    """RULE-DOC-5: every named reference is an active insight of its space holding the
-    planned path and the SHA-256. Returns the spaces holding them."""
+    """RULE-DOC-5 once the writes are applied: every named reference is an active insight of
+    its space holding the planned path and the SHA-256. Returns the spaces holding them."""
     spaces: list[str] = []
     for ref in result.references:
         space, insight = real.get(ref.id, (ref.memory_body_id, ref.id))
-        if ref.id.startswith("pending-") and ref.id not in real:
-            raise MaintenanceRejected(
-                "cold-reference", f"{ref.id!r} was not returned by a remember of this run"
-            )
-        try:
-            found = long_term.service.store.insights(space, [insight])
-        except MnemonError:
-            found = ()
-        if not found:
-            raise MaintenanceRejected(
-                "cold-reference", f"no active insight {insight!r} in space {space!r}"
-            )
-        text = found[0].content
-        if planned not in text or digest not in text:
-            raise MaintenanceRejected(
-                "cold-reference",
-                f"insight {insight!r} does not hold the archived path and the SHA-256",
-            )
+        _holding(long_term, space, insight, planned, digest)
         spaces.append(space)
     return spaces
+
+
+def _holding(
+    long_term: LongTermMemory, space: str, insight: str, planned: str, digest: str
+) -> None:
+    """``insight`` is an active insight of ``space`` holding ``planned`` and ``digest``."""
+    try:
+        found = long_term.service.store.insights(space, [insight])
+    except MnemonError:
+        found = ()
+    if not found:
+        raise MaintenanceRejected(
+            "cold-reference", f"no active insight {insight!r} in space {space!r}"
+        )
+    _require(insight, found[0].content, planned, digest)
+
+
+def _require(insight: str, text: str, planned: str, digest: str) -> None:
+    if planned not in text or digest not in text:
+        raise MaintenanceRejected(
+            "cold-reference",
+            f"insight {insight!r} does not hold the archived path and the SHA-256",
+        )

@@ -13,6 +13,11 @@ A :class:`Fault` names a call number and what happens there:
 can swallow it. After a crash the injector is dead: every further call raises it again, as a
 dead process makes no more calls. Tests then reopen the storage (a new root on the same inner
 ports, with the locks released as the kernel would).
+
+:class:`RaisingPort` injects the other kind of fault: an error the library does not expect
+(a ``RuntimeError``, a ``KeyError``, a ``KeyboardInterrupt``) from one named method, chosen by
+name and, optionally, by the state the caller is in rather than by call number. Such an error
+must reach the caller unchanged and leave every flow at rest.
 """
 
 from __future__ import annotations
@@ -25,7 +30,14 @@ import attrs
 from ..errors import StorageError
 from ..ports import Ports
 
-__all__ = ["Fault", "FaultInjector", "FaultyPort", "SimulatedCrash", "faulty_ports"]
+__all__ = [
+    "Fault",
+    "FaultInjector",
+    "FaultyPort",
+    "RaisingPort",
+    "SimulatedCrash",
+    "faulty_ports",
+]
 
 T = TypeVar("T")
 FaultKind = Literal["fail", "crash_before", "crash_after"]
@@ -96,3 +108,34 @@ def faulty_ports(inner: Ports, injector: FaultInjector) -> Ports:
         for port in [getattr(inner, field.name)]
     }
     return Ports(**wrapped)
+
+
+class RaisingPort:
+    """Wraps any port object: once :attr:`armed`, the first call of ``method`` made while
+    ``when()`` holds raises ``error`` instead of running (the call has no effect); every other
+    call, and every other attribute, passes through unchanged. :attr:`fired` tells whether it
+    raised."""
+
+    def __init__(
+        self,
+        inner: object,
+        method: str,
+        error: BaseException,
+        *,
+        when: Callable[[], bool] | None = None,
+    ) -> None:
+        self.inner, self.method, self.error, self.when = inner, method, error, when
+        self.armed = self.fired = False
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.inner, name)
+        if name != self.method:
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.armed and not self.fired and (self.when is None or self.when()):
+                self.fired = True
+                raise self.error
+            return value(*args, **kwargs)
+
+        return call
