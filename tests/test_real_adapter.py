@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -67,6 +68,46 @@ def test_runtime_dir_recreated_by_a_mutation_is_0700(tmp_path: Path) -> None:
 
 
 # -- symlinks ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("at", [True, False], ids=["dir_fd", "lstat"])
+@pytest.mark.parametrize("depth", [1, 2])
+def test_a_symlinked_directory_below_the_root_is_never_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, depth: int, at: bool
+) -> None:
+    """Every method, for a path whose directory (``depth`` 1) or whose directory's parent
+    (``depth`` 2) is a symlink out of the root, is refused with ``StorageError`` and the
+    target directory is left as it was; with ``dir_fd`` and with the ``lstat`` fallback of
+    platforms without it."""
+    monkeypatch.setattr(real_module, "_AT", at)
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "f").write_bytes(b"outside")
+    (outside / "sub" / "f").write_bytes(b"outside")
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "f").write_bytes(b"inside")
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    files = RealFiles(root)
+    path = "link/f" if depth == 1 else "link/sub/f"
+    folder = path.rpartition("/")[0]
+    before = {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()}
+    calls: list[Callable[[], object]] = [
+        lambda: files.read(path),
+        lambda: files.read_if_changed(path, None),
+        lambda: files.write_temp(path, b"x"),
+        lambda: files.append(path, b"x"),
+        lambda: files.fsync(path),
+        lambda: files.rename("real/f", path),
+        lambda: files.remove(path),
+        lambda: files.list(folder),
+        lambda: files.ensure_dir(f"{folder}/new"),
+    ]
+    for call in calls:
+        with pytest.raises(StorageError, match="symbolic link"):
+            call()
+    assert {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in outside.rglob("*")) == sorted(["f", "sub", "f"])
+    assert (root / "real" / "f").read_bytes() == b"inside"
 
 
 def _outside(tmp_path: Path, data: bytes) -> Path:
@@ -351,11 +392,11 @@ def test_failed_rename_changes_no_source_and_leaves_no_temp(
     original = os.replace
     calls: list[str] = []
 
-    def replace_failing_once(src: str, dst: str) -> None:
+    def replace_failing_once(src: str, dst: str, **dir_fds: Any) -> None:
         calls.append(dst)
         if len(calls) == failing_call:
             raise OSError(5, "Input/output error")
-        original(src, dst)
+        original(src, dst, **dir_fds)
 
     monkeypatch.setattr(real_module.os, "replace", replace_failing_once)
     with pytest.raises(StorageError) as caught:

@@ -62,6 +62,13 @@ class SystemCalls:
         relative = os.path.relpath(full, self.root).replace(os.sep, "/")
         return "" if relative == "." else relative
 
+    @staticmethod
+    def absolute(path: str | os.PathLike[str], dir_fd: object) -> str:
+        """``path`` as an absolute path (relative to the directory ``dir_fd`` names, if any)."""
+        if isinstance(dir_fd, int):
+            return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), os.fspath(path))
+        return os.fspath(path)
+
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         fsync, replace, rename = os.fsync, os.replace, os.rename
 
@@ -73,7 +80,8 @@ class SystemCalls:
 
         def recording(call: object) -> object:
             def run(source: str, target: str, **kwargs: object) -> None:
-                src, dst = self.relative(source), self.relative(target)
+                src = self.relative(self.absolute(source, kwargs.get("src_dir_fd")))
+                dst = self.relative(self.absolute(target, kwargs.get("dst_dir_fd")))
                 if src is not None and dst is not None:
                     self.calls.append(Renamed(src, dst))
                 call(source, target, **kwargs)  # type: ignore[operator]

@@ -2,18 +2,30 @@
 
 Theory of operation
 -------------------
-Planning reads the index (no lock: it is replaced atomically) and turns the request into a
+Planning reads the index and, when a document must be archived, its file, under the index lock
+(so the snapshot is consistent), and turns the request into a
 :class:`~mnemon_sm.documents.rules.Draft`; the capacity plan then says commit, or archive the
 least recently used active document first (a manual archive names its document). Archiving
-runs the archive worker with staged long-term writes and no document lock held, checks its
-result and its cold references (each names a remember the run staged, holding the planned
-archived path and the body's SHA-256, or an existing insight that holds them), so a refused
-reference writes nothing; then it applies the writes and confirms that every reference, in
-the space it landed in, holds them (RULE-DOC-5). Only then, under the
-index lock and if the document's revision did not change, is the archived copy written, the
-index committed and the active file removed (see :mod:`mnemon_sm.documents.store` for the
-crash windows). Committing plans again on the index read under the lock, so a concurrent
-writer that used the room sends the request back to planning.
+runs the archive worker with staged long-term writes and no document lock held, then checks
+its result and that the cold reference, as staged (or an existing insight it names), holds the
+planned archived path and the body's SHA-256 (RULE-DOC-5): nothing is written yet. Under the
+index lock, and only if the document's revision did not change, the staged writes are applied
+and the reference confirmed in the space it names, the archived copy is written, the index
+commits the move and the active file is removed (best effort: opening removes a leftover).
+
+A rejected or failed request writes nothing:
+
+- everything that can refuse a request (the checks, the revision, the index's encoding) runs
+  before the first write;
+- a revision race is found before any long-term write: a manual archive fails with
+  ``DocumentConflict``; an archive made to free room goes back to planning (another writer
+  archived or used that document; the request itself is still good), so concurrent creates
+  do not fail on each other;
+- a ``StorageError`` during a commit puts the files back (``store.Undo``); one after the
+  long-term writes were applied also withdraws them (:func:`_withdraw`): each insight a
+  remember added is forgotten (Mnemon's forget, a soft delete) and each space the run created
+  is deleted. A crash (no answer) is different: opening repairs it (see
+  :mod:`mnemon_sm.documents.store`).
 
 Documents archived earlier in one request stay archived if a later step fails (each was
 archived completely, with its reference).
@@ -21,8 +33,9 @@ archived completely, with its reference).
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -36,21 +49,32 @@ from ..errors import (
     MaintenanceRejected,
     MnemonError,
     ReadOnly,
+    StorageError,
 )
 from ..longterm.api import LongTermMemory
+from ..longterm.service import LongTermService
 from ..maintenance.checks import parse_result
 from ..maintenance.flow import ARCHIVE_GRANTS
 from ..ports import Clock, Files, Locks
 from ..text import collapse_whitespace, iso_ms
-from ..workers.tools import ScopedTools
+from ..workers.tools import AppliedWrite, ScopedTools
 from . import rules, store
-from .model import SUMMARY_MAX, DocumentRecord, body_of, render
+from .model import (
+    INDEX_PATH,
+    SUMMARY_MAX,
+    DocumentRecord,
+    body_of,
+    encode_index,
+    parse_index,
+    render,
+)
 from .values import DocumentArchiveResult, DocumentResult
 
 __all__ = ["DocumentFlow"]
 
 PROMPT_CONTENT_MAX = 60_000  # characters of the body shown to the archive worker
 OPERATIONS = {"create", "update", "archive"}
+RACES_MAX = 64  # archives lost to other writers before one request gives up (DocumentConflict)
 
 
 class DocumentFlow(FlowContext):
@@ -84,6 +108,8 @@ class DocumentFlow(FlowContext):
         self._spaces: list[str] = []
         self._archived: list[str] = []
         self._run_id = ""
+        self._result: DocumentArchiveResult | None = None
+        self._races = 0
         super().__init__()
 
     # -- validators ------------------------------------------------------------------------
@@ -104,25 +130,31 @@ class DocumentFlow(FlowContext):
     def plan_request(self, machine: Machine) -> None:
         try:
             store.ensure_dirs(self.files)
-            records = store.read_index(self.files)
-            if self._op == "archive":
-                victim = rules.find(records, self._doc_id)
-                if victim.status != "active":
-                    raise InvalidInput("only active documents can be archived")
-                return self._choose(machine, victim)
-            draft = self._draft_on(records)
-            plan = rules.plan(records, draft, self.config.documents_active_limit)
+            with self._locked():  # the index and the chosen document's file, consistently
+                event = self._plan()
         except MnemonError as exc:
             return self.refuse(machine, "plan_refused", exc)
+        machine.raise_(event)
+
+    def _plan(self) -> str:
+        """``plan_fits`` (the draft is set) or ``plan_overflow`` (the victim and its body are
+        set); raises the request's typed error."""
+        records = store.read_index(self.files)
+        if self._op == "archive":
+            victim = rules.find(records, self._doc_id)
+            if victim.status != "active":
+                raise InvalidInput("only active documents can be archived")
+            return self._choose(victim)
+        draft = self._draft_on(records)
+        plan = rules.plan(records, draft, self.config.documents_active_limit)
         if plan.fits:
             self._draft = draft
-            machine.raise_("plan_fits")
-            return
+            return "plan_fits"
         left = [c for c in plan.candidates if c.id not in self._archived]
         if not left or self._request.get("archive_if_full") is False:
             why = "archiving is off for this request" if left else "nothing is left to archive"
-            return self.refuse(machine, "plan_refused", rules.capacity_exceeded(plan, why))
-        self._choose(machine, left[0])
+            raise rules.capacity_exceeded(plan, why)
+        return self._choose(left[0])
 
     def run_worker(self, machine: Machine) -> None:
         victim = self._victim
@@ -162,32 +194,57 @@ class DocumentFlow(FlowContext):
             summary = _checked(result)
             long_term = self.long_term()
             with long_term.mutex:
-                _check_references(long_term, result, tools, planned, victim.content_hash)
-                applied = tools.apply()
-                real = {
-                    w.pending_id: (a.space_id, str(a.receipt.get("id", "")))
-                    for w, a in zip(tools.staged, applied, strict=True)
-                    if w.pending_id is not None
-                }
-                confirmed = _confirm(long_term, result, real, planned, victim.content_hash)
+                _check_staged(long_term, result, tools, planned, victim.content_hash)
         except MnemonError as exc:
             return self.refuse(machine, "reference_refused", exc)
-        self._summary = summary
-        self._spaces = list(dict.fromkeys([*self._spaces, *confirmed]))
+        self._result, self._summary = result, summary
         machine.raise_("reference_confirmed")
 
     def move_document(self, machine: Machine) -> None:
         victim = self._victim
         assert victim is not None
         try:
+            store.ensure_dirs(self.files)  # a directory swapped for a symlink meanwhile
             with self._locked():
-                records = store.read_index(self.files)
+                raw = self.files.read(INDEX_PATH)
+                records = parse_index(raw)
                 current = rules.find(records, victim.id)
                 if current.status != "active" or current.revision != victim.revision:
-                    raise DocumentConflict(
-                        "document changed while archival was running; the active copy was "
-                        "preserved"
-                    )
+                    self._races += 1
+                    if self._op == "archive" or self._races > RACES_MAX:
+                        raise DocumentConflict(
+                            "document changed while archival was running; the active copy "
+                            "was preserved"
+                        )
+                    machine.raise_("move_raced")  # room was made or used meanwhile: plan again
+                    return
+                archived = self._commit_move(current, records, raw)
+                # Committed: an active copy left by a failure here is removed by opening.
+                with contextlib.suppress(StorageError):
+                    self.files.remove(current.path("active"))
+        except MnemonError as exc:
+            return self.refuse(machine, "move_refused", exc)
+        self._archived.append(victim.id)
+        if self._op == "archive":
+            return self.settle(machine, "moved", self._receipt("archived", archived, None))
+        machine.raise_("moved")
+
+    def _commit_move(
+        self, current: DocumentRecord, records: tuple[DocumentRecord, ...], raw: bytes | None
+    ) -> DocumentRecord:
+        """Apply the staged writes and confirm the reference, write the archived copy, commit
+        the index (call under the lock, revision checked). On any failure the files are put
+        back and the long-term writes withdrawn before the error goes on."""
+        tools, result = self._tools, self._result
+        assert tools is not None and result is not None
+        planned = f"{self.root_path}/{current.path('archived')}"
+        long_term = self.long_term()
+        with long_term.mutex:
+            applied = _apply(tools)
+            undo = store.Undo(self.files)
+            try:
+                confirmed = _confirm(long_term, result, tools, applied, planned, current)
+                spaces = list(dict.fromkeys([*self._spaces, *confirmed]))
                 now = iso_ms(self.clock.now_ms())
                 archived = attrs.evolve(
                     current,
@@ -198,36 +255,44 @@ class DocumentFlow(FlowContext):
                     archived_at=now,
                     revision=current.revision + 1,
                     archive_summary=self._summary,
-                    memory_body_ids=tuple(self._spaces[:20]),
+                    memory_body_ids=tuple(spaces[:20]),
                 )
-                store.write_file(self.files, archived.path(), render(archived, self._victim_body))
-                store.write_index(
-                    self.files, tuple(archived if r.id == victim.id else r for r in records)
-                )
-                self.files.remove(current.path("active"))
-        except MnemonError as exc:
-            return self.refuse(machine, "move_refused", exc)
-        self._archived.append(victim.id)
-        if self._op == "archive":
-            return self.settle(machine, "moved", self._receipt("archived", archived, None))
-        machine.raise_("moved")
+                after = tuple(archived if r.id == current.id else r for r in records)
+                index = encode_index(after)
+                path = archived.path()
+                undo.write(path, render(archived, self._victim_body))
+                undo.write_over(INDEX_PATH, index, raw)
+            except MnemonError:
+                undo.rollback()
+                _withdraw(tools.service, applied)
+                raise
+        self._spaces = spaces
+        return archived
 
     def commit_mutation(self, machine: Machine) -> None:
         try:
+            store.ensure_dirs(self.files)  # a directory swapped for a symlink meanwhile
             with self._locked():
-                records = store.read_index(self.files)
+                raw = self.files.read(INDEX_PATH)
+                records = parse_index(raw)
                 draft = self._draft_on(records)
                 plan = rules.plan(records, draft, self.config.documents_active_limit)
                 if not plan.fits:
                     machine.raise_("commit_raced")
                     return
-                durability = self.config.durability
-                store.write_file(self.files, draft.record.path(), draft.data, durability)
                 if draft.previous is None:
                     after = (*records, draft.record)
                 else:
                     after = tuple(draft.record if r.id == draft.record.id else r for r in records)
-                store.write_index(self.files, after, durability)
+                index = encode_index(after)  # everything that can refuse, before any write
+                path = draft.record.path()
+                undo = store.Undo(self.files, self.config.durability)
+                try:
+                    undo.write(path, draft.data)
+                    undo.write_over(INDEX_PATH, index, raw)
+                except StorageError:
+                    undo.rollback()  # a failed request leaves nothing to see or roll forward
+                    raise
         except MnemonError as exc:
             return self.refuse(machine, "commit_failed", exc)
         action = "created" if draft.previous is None else "updated"
@@ -240,15 +305,16 @@ class DocumentFlow(FlowContext):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _choose(self, machine: Machine, victim: DocumentRecord) -> None:
+    def _choose(self, victim: DocumentRecord) -> str:
+        """Snapshot ``victim`` and its body for archiving (call under the lock, where a
+        missing file is really missing, not moved by another writer)."""
         data = self.files.read(victim.path())
         if data is None:
-            missing = InvalidInput(f"the file of document {victim.id} is missing")
-            return self.refuse(machine, "plan_refused", missing)
+            raise InvalidInput(f"the file of document {victim.id} is missing")
         self._victim, self._victim_body = victim, body_of(data)
         if not self._run_id:
             self._run_id = f"doc-{self.clock.now_ms()}-{victim.id[:8]}"
-        machine.raise_("plan_overflow")
+        return "plan_overflow"
 
     def _draft_on(self, records: tuple[DocumentRecord, ...]) -> rules.Draft:
         return draft_on(
@@ -273,6 +339,7 @@ class DocumentFlow(FlowContext):
         self._op, self._request, self._doc_id, self._draft = "", {}, "", None
         self._victim, self._victim_body, self._tools, self._raw = None, "", None, None
         self._summary, self._spaces, self._archived, self._run_id = "", [], [], ""
+        self._result, self._races = None, 0
 
 
 def draft_on(
@@ -309,54 +376,55 @@ def _checked(result: DocumentArchiveResult) -> str:
     return summary
 
 
-def _check_references(
+def _check_staged(
     long_term: LongTermMemory,
     result: DocumentArchiveResult,
     tools: ScopedTools,
     planned: str,
     digest: str,
 ) -> None:
-    """RULE-DOC-5 before anything is written, so a refused reference writes nothing: a
-    reference to this run's work names a remember it staged, whose content holds the planned
-    path and the SHA-256; a reference to an existing insight is confirmed as :func:`_confirm`
-    will confirm it (this run's writes cannot change it)."""
+    """RULE-DOC-5 before anything is written: every named reference is a remember staged by
+    this run, or an active insight of its space, holding the planned path and the SHA-256."""
     staged = {
         w.pending_id: w.args.content
         for w in tools.staged
         if w.tool == "mnemon_remember" and w.pending_id is not None
     }
     for ref in result.references:
-        if not ref.id.startswith("pending-"):
-            _holding(long_term, ref.memory_body_id, ref.id, planned, digest)
-        elif ref.id in staged:
-            _require(ref.id, staged[ref.id], planned, digest)
+        if ref.id.startswith("pending-"):
+            if ref.id not in staged:
+                raise MaintenanceRejected(
+                    "cold-reference", f"{ref.id!r} was not returned by a remember of this run"
+                )
+            _holds(ref.id, staged[ref.id], planned, digest)
         else:
-            raise MaintenanceRejected(
-                "cold-reference", f"{ref.id!r} was not returned by a remember of this run"
-            )
+            _holds(ref.id, _insight_text(long_term, ref.memory_body_id, ref.id), planned, digest)
 
 
 def _confirm(
     long_term: LongTermMemory,
     result: DocumentArchiveResult,
-    real: Mapping[str, tuple[str, str]],
+    tools: ScopedTools,
+    applied: Sequence[AppliedWrite],
     planned: str,
-    digest: str,
+    document: DocumentRecord,
 ) -> list[str]:
     """RULE-DOC-5 once the writes are applied: every named reference is an active insight of
     its space holding the planned path and the SHA-256. Returns the spaces holding them."""
+    real = {
+        w.pending_id: (a.space_id, str(a.receipt.get("id", "")))
+        for w, a in zip(tools.staged, applied, strict=True)
+        if w.pending_id is not None
+    }
     spaces: list[str] = []
     for ref in result.references:
         space, insight = real.get(ref.id, (ref.memory_body_id, ref.id))
-        _holding(long_term, space, insight, planned, digest)
+        _holds(insight, _insight_text(long_term, space, insight), planned, document.content_hash)
         spaces.append(space)
     return spaces
 
 
-def _holding(
-    long_term: LongTermMemory, space: str, insight: str, planned: str, digest: str
-) -> None:
-    """``insight`` is an active insight of ``space`` holding ``planned`` and ``digest``."""
+def _insight_text(long_term: LongTermMemory, space: str, insight: str) -> str:
     try:
         found = long_term.service.store.insights(space, [insight])
     except MnemonError:
@@ -365,12 +433,34 @@ def _holding(
         raise MaintenanceRejected(
             "cold-reference", f"no active insight {insight!r} in space {space!r}"
         )
-    _require(insight, found[0].content, planned, digest)
+    return found[0].content
 
 
-def _require(insight: str, text: str, planned: str, digest: str) -> None:
+def _holds(insight: str, text: str, planned: str, digest: str) -> None:
     if planned not in text or digest not in text:
         raise MaintenanceRejected(
             "cold-reference",
             f"insight {insight!r} does not hold the archived path and the SHA-256",
         )
+
+
+def _apply(tools: ScopedTools) -> list[AppliedWrite]:
+    """Apply the staged writes; when one fails, those before it are withdrawn first."""
+    try:
+        return tools.apply()
+    except MnemonError as exc:
+        _withdraw(tools.service, getattr(exc, "applied", ()))
+        raise
+
+
+def _withdraw(service: LongTermService, applied: Sequence[AppliedWrite]) -> None:
+    """Take back the applied writes of an archive that did not happen, last first: forget each
+    insight a remember added (a skipped duplicate existed before and stays) and delete each
+    space the run created. Best effort, like every compensation: Mnemon's forget is a soft
+    delete, so the forgotten rows stay, inactive, and the last space of a root is kept."""
+    for write in reversed(applied):
+        with contextlib.suppress(MnemonError):
+            if write.tool == "mnemon_remember" and write.receipt.get("action") == "added":
+                service.forget(write.space_id, str(write.receipt["id"]))
+            elif write.tool == "mnemon_memory_body_create":
+                service.catalog.delete(write.space_id)

@@ -7,10 +7,17 @@ to the limit, and the access time of every document returned is recorded (that i
 "least recently used" means for archiving) unless the request says ``record_access: False``
 (a worker's search counts no access). A document whose file is missing or unreadable is
 skipped, never an error.
+
+Recording the access is bookkeeping, never a reason to fail a search: when the lock file
+cannot be created (a read-only or full ``documents/``) the index is read without the lock (it
+is replaced atomically) and nothing is recorded; when the index write fails, the results are
+returned with the access times as stored. A busy lock (``LockTimeout``) and a corrupt index
+still fail the search.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -20,7 +27,7 @@ import attrs
 from ..config import Config
 from ..engine.context import FlowContext
 from ..engine.flow import Machine
-from ..errors import InvalidInput, MnemonError
+from ..errors import InvalidInput, LockTimeout, MnemonError, StorageError
 from ..ports import Clock, Files, Locks
 from ..text import iso_ms
 from . import rules, store
@@ -62,14 +69,23 @@ class DocumentSearchFlow(FlowContext):
         self._record = request.get("record_access", True) is not False
 
     def run_search(self, machine: Machine) -> None:
+        record = self.config.write_enabled and self._record
         try:
-            with store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms):
-                hits = self._search()
+            with contextlib.ExitStack() as held:
+                try:
+                    held.enter_context(
+                        store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms)
+                    )
+                except LockTimeout:
+                    raise
+                except StorageError:
+                    record = False  # no lock file can be made here: read, record nothing
+                hits = self._search(record)
         except MnemonError as exc:
             return self.refuse(machine, "search_failed", exc)
         self.settle(machine, "results_found" if hits else "nothing_found", hits)
 
-    def _search(self) -> list[SearchHit]:
+    def _search(self, record: bool) -> list[SearchHit]:
         records = store.read_index(self.files)
         scored: list[tuple[int, DocumentRecord, str]] = []
         for r in records:
@@ -90,8 +106,11 @@ class DocumentSearchFlow(FlowContext):
         touched = tuple(
             attrs.evolve(r, last_accessed_at=now) if r.id in seen else r for r in records
         )
-        if self.config.write_enabled and self._record:
-            store.write_index(self.files, touched, self.config.durability)
+        if record:
+            try:
+                store.write_index(self.files, touched, self.config.durability)
+            except StorageError:
+                touched = records  # bookkeeping only: the results as stored
         fresh = {r.id: r for r in touched}
         return [SearchHit(fresh[r.id], b, p, rules.excerpt(b)) for p, r, b in top]
 

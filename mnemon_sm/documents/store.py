@@ -5,12 +5,17 @@ Protocols (every write is a temporary file, fsynced, renamed; the index is the c
 - create: write the new file, then commit the index; a crash in between leaves an orphan
   file no record names, which opening removes (the create was never acknowledged);
 - update: replace the active file, then commit the index; a crash in between leaves a file
-  whose front matter is newer than its record, which opening rolls forward from the file;
+  whose front matter is newer than its record, which opening rolls forward from the file (the
+  file is the update's redo record: a crash answers nothing, so the update may take effect);
 - archive (move): write the archived copy, commit the index with the archived record, then
   remove the active file. Opening removes an active copy the index no longer names, an
   archived copy the index does not name yet, and restores a missing active file from its
   archived copy. At every point the body exists at least once; the active original is never
   removed before the index says archived and the archived copy is durable.
+
+A request that *fails* (a ``StorageError`` reaches the caller) is different from a crash: its
+writes are put back before the error is raised (:class:`Undo`), so nothing of it is visible
+and opening has nothing to roll forward.
 
 Directories are checked to be real directories (never symlinks) before use; files are opened
 without following symlinks by the adapter.
@@ -18,6 +23,7 @@ without following symlinks by the adapter.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import attrs
@@ -40,7 +46,15 @@ from .model import (
     render,
 )
 
-__all__ = ["IndexLock", "ensure_dirs", "read_index", "repair", "write_file", "write_index"]
+__all__ = [
+    "IndexLock",
+    "Undo",
+    "ensure_dirs",
+    "read_index",
+    "repair",
+    "write_file",
+    "write_index",
+]
 
 
 class IndexLock:
@@ -83,6 +97,48 @@ def write_index(
 def write_file(files: Files, path: str, data: bytes, durability: str = "full") -> None:
     """Atomic replace; fsync as the root's durability level asks (see ``Config``)."""
     durable_replace(files, path, data, durability)
+
+
+class Undo:
+    """Puts back what a failed sequence of file replacements changed (call under the lock).
+
+    :meth:`write` remembers what a path held (None: nothing) before replacing it;
+    :meth:`rollback` restores, last first, every such path whose bytes differ from what it
+    held, so a replacement that failed half-way (renamed, then the directory fsync failed) is
+    undone as well as a complete one. Rollback is best effort: if it fails too, what is left
+    is a crash window that opening repairs.
+    """
+
+    def __init__(self, files: Files, durability: str = "full") -> None:
+        self._files, self._durability = files, durability
+        self._done: list[tuple[str, bytes | None]] = []
+
+    def write(self, path: str, data: bytes) -> None:
+        """Replace ``path``'s bytes, remembering what it held. A file that cannot be read
+        (a symlink, which the replacement replaces) cannot be put back: it is left out of the
+        rollback rather than removed."""
+        try:
+            before = self._files.read(path)
+        except StorageError:
+            write_file(self._files, path, data, self._durability)
+            return
+        self.write_over(path, data, before)
+
+    def write_over(self, path: str, data: bytes, before: bytes | None) -> None:
+        """Replace ``path``, whose bytes the caller read (under the lock) as ``before``."""
+        self._done.append((path, before))
+        write_file(self._files, path, data, self._durability)
+
+    def rollback(self) -> None:
+        for path, before in reversed(self._done):
+            with contextlib.suppress(StorageError):
+                if self._files.read(path) == before:
+                    continue
+                if before is None:
+                    self._files.remove(path)
+                else:
+                    write_file(self._files, path, before, self._durability)
+        self._done.clear()
 
 
 def repair(files: Files) -> tuple[DocumentRecord, ...]:

@@ -380,7 +380,13 @@ class LongTermService:
             entities=draft.entities,
             source=draft.source,
         )
-        return self._written(space, receipt.to_json())
+        try:
+            return self._written(space, receipt.to_json())
+        except MnemonError as exc:
+            # Stored, but activating the space failed: a caller that takes its writes back
+            # (a document archive that did not happen) must still learn of this one.
+            exc.written = {**receipt.to_json(), "memoryBodyId": space.id}  # type: ignore[attr-defined]
+            raise
 
     def prepare_import(
         self, items: Sequence[object], space_id: str | None

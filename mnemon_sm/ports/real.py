@@ -4,6 +4,8 @@ Rules kept here:
 - every path is relative to the storage root and may not escape it;
 - files are opened with ``O_NOFOLLOW`` (a symlink in place of a managed file or a lock file is
   refused, never followed) and created with mode 0600; directories are created 0700;
+- directories below the root are walked one at a time with ``O_NOFOLLOW | O_DIRECTORY``
+  relative to the one before, so a directory swapped for a symlink is refused too;
 - a temporary file lives beside its target and is named
   ``.<name>.<pid>.<epoch ms>.<hex>.tmp`` (the reference's pattern), so a later opener can find
   and remove what a crashed writer left behind;
@@ -19,6 +21,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import filelock
@@ -31,6 +34,11 @@ __all__ = ["RealFiles", "RealLocks", "SystemClock", "real_ports"]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _CLOEXEC
+# Directories are walked with dir_fd where the platform has it (every POSIX system).
+_AT = {os.open, os.mkdir, os.unlink, os.rename} <= os.supports_dir_fd and os.listdir in (
+    os.supports_fd
+)
 
 # A stat-based "unchanged" proof is only trusted once the file's times are this far in the
 # past: timestamps are coarse (a few ms on ext4, 1 s on ext3 and many network mounts, 2 s on
@@ -48,7 +56,15 @@ def _storage_error(action: str, path: str, exc: OSError) -> StorageError:
 
 
 class RealFiles:
-    """Files of one storage root on the local file system."""
+    """Files of one storage root on the local file system.
+
+    Every path below the root is reached one directory at a time, each opened relative to
+    the one before with ``O_NOFOLLOW | O_DIRECTORY`` (``dir_fd``), and the file itself with
+    ``O_NOFOLLOW``: a directory swapped for a symlink while the library runs is refused, never
+    followed out of the root. The root itself may be reached through a symlink (the caller
+    chose that path). Where the platform has no ``dir_fd``, each directory component is
+    checked with ``lstat`` just before the call instead.
+    """
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -67,9 +83,47 @@ class RealFiles:
                 self._known[path] = full
         return full
 
+    def _parts(self, path: str) -> list[str]:
+        """``path``'s components, after the path rules of :meth:`_abs`."""
+        self._abs(path)
+        return path.split("/")
+
+    def _open_dir(self, parts: list[str]) -> int:
+        """An fd of the directory ``parts`` below the root, no component followed if it is a
+        symlink (``ELOOP``; ``ENOTDIR`` for a file). Raises ``OSError``."""
+        fd = os.open(self._base, _DIR_FLAGS)
+        try:
+            for part in parts:
+                inner = _open_below(fd, part)
+                os.close(fd)
+                fd = inner
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @contextlib.contextmanager
+    def _at(self, parts: list[str]) -> Iterator[tuple[int | None, str]]:
+        """``(dir_fd, name)`` to reach the last of ``parts`` without following a symlinked
+        directory; without ``dir_fd`` support ``(None, absolute path)`` once every directory
+        component was checked with ``lstat``. Raises ``OSError``."""
+        if not _AT:
+            _check_components(self._base, parts[:-1])
+            yield None, os.path.join(self._base, *parts)
+            return
+        fd = self._open_dir(parts[:-1])
+        try:
+            yield fd, parts[-1]
+        finally:
+            os.close(fd)
+
+    def _open(self, path: str, flags: int, mode: int = 0o600) -> int:
+        with self._at(self._parts(path)) as (fd, name):
+            return os.open(name, flags | _NOFOLLOW | _CLOEXEC, mode, dir_fd=fd)
+
     def read(self, path: str) -> bytes | None:
         try:
-            fd = os.open(self._abs(path), os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+            fd = self._open(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -85,10 +139,12 @@ class RealFiles:
         full = self._abs(path)
         try:
             if seen is not None:
+                # Safe by the absolute path: an equal stamp (device and inode included) is
+                # the very file read before; anything else is read again below.
                 st = os.stat(full, follow_symlinks=False)
                 if _stamp(st) == seen:
                     return seen, None
-            fd = os.open(full, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+            fd = self._open(path, os.O_RDONLY)
         except FileNotFoundError:
             return None, None
         except OSError as exc:
@@ -107,27 +163,30 @@ class RealFiles:
         stamp = f"{os.getpid()}.{time.time_ns() // 1_000_000}.{next(self._temps):x}"
         temp = f".{name}.{stamp}.tmp"
         temp_path = f"{directory}/{temp}" if directory else temp
-        full = self._abs(temp_path)
         try:
-            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600)
-        except OSError as exc:
+            with self._at(self._parts(temp_path)) as (dir_fd, leaf):
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+                try:
+                    fd = os.open(leaf, flags, 0o600, dir_fd=dir_fd)
+                except OSError as exc:
+                    raise _storage_error("create", temp_path, exc) from exc
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                except OSError as exc:
+                    os.close(fd)
+                    with contextlib.suppress(OSError):
+                        os.unlink(leaf, dir_fd=dir_fd)
+                    raise _storage_error("write", temp_path, exc) from exc
+                os.close(fd)
+        except OSError as exc:  # a directory on the way is missing or a symlink
             raise _storage_error("create", temp_path, exc) from exc
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        except OSError as exc:
-            os.close(fd)
-            _unlink_quietly(full)
-            raise _storage_error("write", temp_path, exc) from exc
-        os.close(fd)
         return temp_path
 
     def append(self, path: str, data: bytes) -> None:
-        full = self._abs(path)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC
         try:
-            fd = os.open(full, flags, 0o600)
+            fd = self._open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         except OSError as exc:
             raise _storage_error("append to", path, exc) from exc
         try:
@@ -140,9 +199,8 @@ class RealFiles:
             os.close(fd)
 
     def fsync(self, path: str) -> None:
-        full = self._abs(path) if path else str(self.root)
         try:
-            fd = os.open(full, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+            fd = self._open(path, os.O_RDONLY) if path else os.open(self._base, _DIR_FLAGS)
             try:
                 os.fsync(fd)
             finally:
@@ -152,14 +210,27 @@ class RealFiles:
 
     def rename(self, source: str, target: str) -> None:
         try:
-            os.replace(self._abs(source), self._abs(target))
+            with (
+                self._at(self._parts(source)) as (from_fd, old),
+                self._at(self._parts(target)) as (to_fd, new),
+            ):
+                os.replace(old, new, src_dir_fd=from_fd, dst_dir_fd=to_fd)
         except OSError as exc:
             raise _storage_error("rename", f"{source} to {target}", exc) from exc
 
     def list(self, directory: str) -> tuple[str, ...]:
-        full = self._abs(directory) if directory else str(self.root)
         try:
-            return tuple(sorted(os.listdir(full)))
+            if not directory:
+                return tuple(sorted(os.listdir(self._base)))
+            parts = self._parts(directory)
+            if not _AT:
+                _check_components(self._base, parts)
+                return tuple(sorted(os.listdir(os.path.join(self._base, *parts))))
+            fd = self._open_dir(parts)
+            try:
+                return tuple(sorted(os.listdir(fd)))
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return ()
         except OSError as exc:
@@ -167,21 +238,73 @@ class RealFiles:
 
     def remove(self, path: str) -> None:
         try:
-            os.unlink(self._abs(path))
+            with self._at(self._parts(path)) as (fd, name):
+                os.unlink(name, dir_fd=fd)
         except FileNotFoundError:
             pass
         except OSError as exc:
             raise _storage_error("remove", path, exc) from exc
 
     def ensure_dir(self, directory: str) -> None:
-        full = self._abs(directory) if directory else str(self.root)
+        parts = self._parts(directory) if directory else []
         try:
-            _makedirs_private(full)
-            st = os.stat(full, follow_symlinks=False)
+            _makedirs_private(self._base)  # the root (and its parents) may be symlinks
+            if not _AT:  # checked before and after: a symlink is never created through
+                _check_components(self._base, parts)
+                _makedirs_private(self._abs(directory) if directory else self._base)
+                _check_components(self._base, parts)
+                return
+            fd = os.open(self._base, _DIR_FLAGS)
+            try:
+                for part in parts:
+                    inner = _enter_private(fd, part)
+                    os.close(fd)
+                    fd = inner
+            finally:
+                os.close(fd)
+        except NotADirectoryError as exc:
+            raise StorageError(f"{directory or '.'} is not a directory") from exc
         except OSError as exc:
             raise _storage_error("create directory", directory or ".", exc) from exc
+
+
+def _enter_private(fd: int, name: str) -> int:
+    """Open (creating it 0700 and fsyncing ``fd`` if missing) the directory ``name`` in the
+    directory ``fd``, never through a symlink."""
+    try:
+        return _open_below(fd, name)
+    except FileNotFoundError:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o700, dir_fd=fd)
+            os.fsync(fd)
+        return _open_below(fd, name)
+
+
+def _open_below(fd: int, name: str) -> int:
+    """The directory ``name`` in the directory ``fd``, never through a symlink (``ELOOP``;
+    Linux answers ``O_NOFOLLOW | O_DIRECTORY`` on one with ``ENOTDIR``, as for a file)."""
+    try:
+        return os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
+    except NotADirectoryError:
+        if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+            raise OSError(errno.ELOOP, "symbolic link") from None
+        raise
+
+
+def _check_components(base: str, parts: list[str]) -> None:
+    """Without ``dir_fd``: every directory in ``parts`` below ``base`` is a real directory
+    (not a symlink) right now. Raises ``OSError`` (``ELOOP`` for a symlink)."""
+    current = base
+    for part in parts:
+        current = os.path.join(current, part)
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return  # the call itself reports what is missing
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(errno.ELOOP, "symbolic link")
         if not stat.S_ISDIR(st.st_mode):
-            raise StorageError(f"{directory or '.'} is not a directory")
+            raise OSError(errno.ENOTDIR, "not a directory")
 
 
 def _makedirs_private(path: str) -> None:
@@ -223,11 +346,6 @@ def _read_all(fd: int) -> bytes:
     while chunk := os.read(fd, 1 << 16):
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _unlink_quietly(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 class RealLocks:

@@ -347,7 +347,8 @@ class ScopedTools:
 
         Raises:
             MnemonError: a write failed; the writes before it stay applied (they are listed
-                on the exception as ``applied``).
+                on the exception as ``applied``, with a remember that was stored before its
+                space's activation failed).
         """
         ids: dict[str, str] = {}
         applied: list[AppliedWrite] = []
@@ -409,6 +410,9 @@ class ScopedTools:
                     ids[w.pending_id] = receipt[key]
                 applied.append(AppliedWrite(w.tool, receipt, receipt["memoryBodyId"]))
         except MnemonError as exc:
+            written = getattr(exc, "written", None)  # stored before the write failed
+            if written is not None:
+                applied.append(AppliedWrite(w.tool, written, written["memoryBodyId"]))
             exc.applied = applied  # type: ignore[attr-defined]
             raise
         return applied
