@@ -6,7 +6,8 @@ the index and every candidate's file are read, scored by
 to the limit, and the access time of every document returned is recorded (that is what
 "least recently used" means for archiving) unless the request says ``record_access: False``
 (a worker's search counts no access). A document whose file is missing or unreadable is
-skipped, never an error.
+skipped, never an error. A read-only root records nothing and takes no lock (which would
+create its file): it reads the committed index and files, each replaced atomically.
 """
 
 from __future__ import annotations
@@ -62,8 +63,13 @@ class DocumentSearchFlow(FlowContext):
         self._record = request.get("record_access", True) is not False
 
     def run_search(self, machine: Machine) -> None:
+        lock = (
+            store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms)
+            if self.config.write_enabled
+            else self.mutex
+        )
         try:
-            with store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms):
+            with lock:
                 hits = self._search()
         except MnemonError as exc:
             return self.refuse(machine, "search_failed", exc)
