@@ -6,8 +6,9 @@ with those rounds (so disk noise hits every series alike), two floors with the s
 
 - raw floor: write an 8 KiB temporary file, fsync it, ``os.replace`` it, fsync the directory;
 - protocol floor: the bare I/O of our commit with the same file sizes: take and release the
-  lock (``filelock``, as the real adapter), write and rename the projection, write, fsync and
-  rename ``memories.json``, fsync the directory (no parsing, no validation, no machine).
+  lock (the real adapter's, the reference's lock file included), write and rename the
+  projection, write, fsync and rename ``memories.json``, fsync the directory (no parsing, no
+  validation, no machine).
 
 Figures are medians over blocks. Targets (see the README): mixed ops >= 0.8x the protocol
 floor at ``full``; rendering context for an unchanged store <= 0.05x one add. For scale it also
@@ -36,9 +37,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import filelock
-
 from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.hot.model import LOCK_NAME
+from mnemon_sm.ports.real import RealLocks
 
 ENTRY_BYTES = 100
 FILL = 0.8
@@ -71,7 +72,7 @@ class Floors:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.projection, self.source = projection, source
         self.raw_data = b"r" * 8192
-        self.lock = filelock.FileLock(str(self.dir / ".memories.lock"), mode=0o600)
+        self.locks = RealLocks(directory)
 
     def _write(self, name: str, data: bytes, sync: bool) -> None:
         temp = self.dir / f".{name}.tmp"
@@ -92,13 +93,13 @@ class Floors:
         self._fsync_dir()
 
     def protocol(self) -> None:
-        self.lock.acquire(timeout=5, poll_interval=0.002)
+        self.locks.acquire(LOCK_NAME, 5000)
         try:
             self._write("MEMORY.md", self.projection, False)
             self._write("memories.json", self.source, True)
             self._fsync_dir()
         finally:
-            self.lock.release()
+            self.locks.release(LOCK_NAME)
 
 
 def rate(fn: Callable[[], None], n: int) -> float:

@@ -123,7 +123,8 @@ class _Shared:
         A projection verified before is only stat'ed; one that changed (a hand edit, a writer
         that crashed between its projection and its commit) is compared and, if wrong,
         repaired under the lock. A lock that cannot be taken postpones the repair to the next
-        call: rendering context must not fail because another writer is busy.
+        call: rendering context must not fail because another writer is busy. A read-only
+        root repairs nothing (the text comes from the source either way).
         """
         files, stamps = self.ports.files, self.cache.projection_stamps
         stale = False
@@ -137,7 +138,7 @@ class _Shared:
                 stamps[target] = stamp
             else:
                 stale = True
-        if stale:
+        if stale and self.config.write_enabled:
             self._repair()
 
     def _repair(self) -> None:
@@ -335,6 +336,7 @@ def _open_long_term(
         store,
         lock_timeout_ms=config.lock_timeout_ms,
         default_store=os.environ.get("MNEMON_STORE", "").strip() or None,
+        write_enabled=config.write_enabled,
     )
     return LongTermMemory(
         catalog,
@@ -363,8 +365,9 @@ class MemoryRoot:
         self._flow = HotMutationFlow(ports, config, self._shared.cache, history)
         self._long_term: LongTermMemory | None = None
         journal = Journal(ports.files, ports.locks, config.lock_timeout_ms)
-        with contextlib.suppress(StorageError):  # a bad journal is reported when it is needed
-            journal.recover()
+        if config.write_enabled:  # a read-only root changes nothing, not even by recovering
+            with contextlib.suppress(StorageError):  # a bad journal is reported when needed
+                journal.recover()
         self._maintenance = MaintenanceFlow(
             self._flow,
             self._shared.mutex,

@@ -325,7 +325,7 @@ def test_lock_held_by_another_process_exits_3(tmp_path: Path) -> None:
     config = write_config(tmp_path, "lockTimeoutMs = 200\n")
     before = tree(root / "runtime")
 
-    with filelock.FileLock(str(root / "runtime" / ".memories.lock")):
+    with filelock.FileLock(str(root / "runtime" / ".memories.flock")):  # a process of ours
         proc = run_cli(
             tmp_path,
             "--root",

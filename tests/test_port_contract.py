@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mnemon_sm.ports import Clock, Files, Locks, Ports, Stamp
-from mnemon_sm.ports.real import RealFiles, RealLocks, SystemClock
+from mnemon_sm.ports.real import REFERENCE_LOCKS, RealFiles, RealLocks, SystemClock
 from mnemon_sm.testing.contract import (
     check_clock_contract,
     check_files_contract,
@@ -33,8 +33,9 @@ def test_real_files(tmp_path: Path) -> None:
     check_files_contract(RealFiles(tmp_path))
 
 
-def test_real_locks(tmp_path: Path) -> None:
-    check_locks_contract(RealLocks(tmp_path), RealLocks(tmp_path))
+@pytest.mark.parametrize("name", ["runtime/.contract.lock", *sorted(REFERENCE_LOCKS)])
+def test_real_locks(tmp_path: Path, name: str) -> None:
+    check_locks_contract(RealLocks(tmp_path), RealLocks(tmp_path), name)
 
 
 def test_real_clock() -> None:

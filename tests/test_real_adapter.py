@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.errors import CorruptStore, MnemonError, StorageError
+from mnemon_sm.documents.model import LOCK_NAME as DOCUMENTS_LOCK
+from mnemon_sm.errors import CorruptStore, LockTimeout, MnemonError, StorageError
+from mnemon_sm.hot.model import LOCK_NAME as HOT_LOCK
 from mnemon_sm.ports import TEMP_NAME
 from mnemon_sm.ports import real as real_module
-from mnemon_sm.ports.real import RealFiles, RealLocks
+from mnemon_sm.ports.real import REFERENCE_LOCKS, RealFiles, RealLocks
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.memory import memory_ports
+from mnemon_sm.testing.snapshot import root_state
 
 LOCK = "runtime/.memories.lock"
 
@@ -49,7 +52,7 @@ def test_files_are_0600_and_runtime_is_0700(tmp_path: Path) -> None:
         opened.hot.add("user", "User prefers concise replies")
     runtime = root / "runtime"
     assert mode(runtime) == 0o700
-    for name in ("memories.json", "USER.md", "MEMORY.md", ".memories.lock"):
+    for name in ("memories.json", "USER.md", "MEMORY.md", ".memories.flock"):
         assert (runtime / name).is_file()
         assert mode(runtime / name) == 0o600, name
 
@@ -118,14 +121,19 @@ def _outside(tmp_path: Path, data: bytes) -> Path:
     return target
 
 
-def test_symlinked_lock_file_is_refused_on_an_open_root(tmp_path: Path) -> None:
+# The reference's exclusive lock file and our flock file beside it.
+LOCK_FILES = pytest.mark.parametrize("lock_name", [".memories.lock", ".memories.flock"])
+
+
+@LOCK_FILES
+def test_symlinked_lock_file_is_refused_on_an_open_root(tmp_path: Path, lock_name: str) -> None:
     root = tmp_path / "root"
     outside = _outside(tmp_path, b"do not truncate me")
     opened = MemoryRoot.open(root)
     opened.hot.add("user", "before the symlink")
     source = (root / "runtime" / "memories.json").read_bytes()
-    lock = root / "runtime" / ".memories.lock"
-    lock.unlink()
+    lock = root / "runtime" / lock_name
+    lock.unlink(missing_ok=True)
     lock.symlink_to(outside)
 
     with pytest.raises(StorageError):
@@ -138,12 +146,13 @@ def test_symlinked_lock_file_is_refused_on_an_open_root(tmp_path: Path) -> None:
     opened.close()
 
 
-def test_symlinked_lock_file_is_refused_when_opening(tmp_path: Path) -> None:
+@LOCK_FILES
+def test_symlinked_lock_file_is_refused_when_opening(tmp_path: Path, lock_name: str) -> None:
     root = tmp_path / "root"
     outside = _outside(tmp_path, b"do not truncate me")
     MemoryRoot.open(root).close()
-    lock = root / "runtime" / ".memories.lock"
-    lock.unlink()
+    lock = root / "runtime" / lock_name
+    lock.unlink(missing_ok=True)
     lock.symlink_to(outside)
 
     with pytest.raises(StorageError):
@@ -153,10 +162,11 @@ def test_symlinked_lock_file_is_refused_when_opening(tmp_path: Path) -> None:
     assert mode(outside) == 0o644
 
 
-def test_real_locks_refuse_a_symlink(tmp_path: Path) -> None:
+@LOCK_FILES
+def test_real_locks_refuse_a_symlink(tmp_path: Path, lock_name: str) -> None:
     outside = _outside(tmp_path, b"keep")
     (tmp_path / "runtime").mkdir()
-    (tmp_path / "runtime" / ".memories.lock").symlink_to(outside)
+    (tmp_path / "runtime" / lock_name).symlink_to(outside)
     with pytest.raises(StorageError, match="symbolic link"):
         RealLocks(tmp_path).acquire(LOCK, 100)
     assert outside.read_bytes() == b"keep"
@@ -194,6 +204,149 @@ def test_symlinked_source_is_refused(
     assert mode(outside) == 0o644
     assert source.is_symlink()
     opened.close()
+
+
+# -- the reference implementation's lock files ------------------------------------------
+
+REFERENCE_NAMES = pytest.mark.parametrize("name", sorted(REFERENCE_LOCKS))
+
+
+def _reference_creates(root: Path, name: str) -> Path:
+    """Take ``name`` as the reference does: create it exclusively, mode 0600."""
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    return path
+
+
+def _age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_the_reference_lock_names_are_those_of_hot_memory_and_documents() -> None:
+    assert {HOT_LOCK, DOCUMENTS_LOCK} == REFERENCE_LOCKS
+
+
+@REFERENCE_NAMES
+@pytest.mark.usefixtures("umask_zero")
+def test_a_reference_lock_is_held_as_the_reference_holds_it(tmp_path: Path, name: str) -> None:
+    locks = RealLocks(tmp_path)
+    locks.acquire(name, 100)
+    locks.release(name)
+    flock_file = (tmp_path / name.removesuffix(".lock")).with_suffix(".flock")
+    _age(flock_file, 60)  # our lock file beside it was last used long ago
+    locks.acquire(name, 100)
+    path = tmp_path / name
+    st = os.lstat(path)
+    assert stat.S_ISREG(st.st_mode) and mode(path) == 0o600
+    assert time.time() - st.st_mtime < 5, "fresh: the reference's stale rule must not apply"
+    with pytest.raises(FileExistsError):  # what the reference's exclusive create meets
+        _reference_creates(tmp_path, name)
+    locks.release(name)
+    assert not path.exists()
+    assert flock_file.is_file()
+    _reference_creates(tmp_path, name)  # the reference gets it at once
+
+
+@REFERENCE_NAMES
+def test_a_fresh_reference_lock_is_waited_for(tmp_path: Path, name: str) -> None:
+    held = _reference_creates(tmp_path, name)
+    _age(held, 25)  # old, but not stale by the reference's 30 s rule
+    inode = held.stat().st_ino
+    with pytest.raises(LockTimeout):
+        RealLocks(tmp_path).acquire(name, 100)
+    assert held.stat().st_ino == inode, "the reference's lock was left alone"
+    held.unlink()  # the reference releases it
+    other = RealLocks(tmp_path)
+    other.acquire(name, 100)  # our flock was dropped by the timeout; the file is free now
+    other.release(name)
+
+
+@REFERENCE_NAMES
+def test_a_stale_reference_lock_is_taken_over(tmp_path: Path, name: str) -> None:
+    """Older than 30 s: deleted and retried (the reference's rule). An empty lock file an
+    older version of ours left behind is handled the same way."""
+    stale = _reference_creates(tmp_path, name)
+    _age(stale, 31)
+    locks = RealLocks(tmp_path)
+    locks.acquire(name, 100)
+    assert time.time() - stale.stat().st_mtime < 5
+    locks.release(name)
+    assert not stale.exists()
+
+
+@REFERENCE_NAMES
+def test_a_lock_file_of_ours_left_by_a_dead_process_is_removed_at_once(
+    tmp_path: Path, name: str
+) -> None:
+    dead = RealLocks(tmp_path)
+    dead.acquire(name, 100)
+    dead.release_all()  # the process died: its flock is gone, its lock file stays
+    assert (tmp_path / name).exists()
+    survivor = RealLocks(tmp_path)
+    survivor.acquire(name, 100)  # far less than the 30 s a reference lock would cost
+    survivor.release(name)
+    assert not (tmp_path / name).exists()
+
+
+@REFERENCE_NAMES
+def test_release_leaves_a_lock_file_that_is_no_longer_ours(tmp_path: Path, name: str) -> None:
+    """A holder past 30 s may have its file taken by the reference: releasing must not
+    delete the reference's lock."""
+    locks = RealLocks(tmp_path)
+    locks.acquire(name, 100)
+    (tmp_path / name).unlink()  # the reference found it stale ...
+    theirs = _reference_creates(tmp_path, name)  # ... and took it
+    locks.release(name)
+    assert theirs.exists()
+
+
+def test_removing_a_judged_file_puts_back_one_that_replaced_it(tmp_path: Path) -> None:
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    path = runtime / ".memories.lock"
+    path.write_bytes(b"judged")
+    judged = (path.stat().st_dev, path.stat().st_ino)
+    path.rename(tmp_path / "judged")  # kept elsewhere, so its inode is not reused
+    path.write_bytes(b"theirs")  # another program's, in its place since
+    real_module._remove_if(str(path), judged)
+    assert path.read_bytes() == b"theirs"
+    assert os.listdir(runtime) == [".memories.lock"]
+    real_module._remove_if(str(path), (path.stat().st_dev, path.stat().st_ino))
+    assert os.listdir(runtime) == []
+    real_module._remove_if(str(path), judged)  # a missing file is no error
+
+
+def test_other_lock_names_are_plain_flocks(tmp_path: Path) -> None:
+    name = "data/.dsh-memory-bodies.lock"
+    first, second = RealLocks(tmp_path), RealLocks(tmp_path)
+    first.acquire(name, 100)
+    with pytest.raises(LockTimeout):
+        second.acquire(name, 100)
+    assert os.listdir(tmp_path / "data") == [".dsh-memory-bodies.lock"]
+    first.release(name)
+    second.acquire(name, 100)
+    second.release(name)
+    assert os.listdir(tmp_path / "data") == [".dsh-memory-bodies.lock"]
+
+
+def test_our_writer_waits_for_the_reference_and_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    with MemoryRoot.open(root, Config(lock_timeout_ms=100)) as opened:
+        opened.hot.add("user", "first")
+        held = _reference_creates(root, HOT_LOCK)
+        before = root_state(root)
+        with pytest.raises(LockTimeout):
+            opened.hot.add("user", "second")
+        assert root_state(root) == before
+        assert held.exists()
+        held.unlink()  # the reference releases it
+        opened.hot.add("user", "second")
+    assert [e.content for e in MemoryRoot.open(root).hot.snapshot().entries] == [
+        "first",
+        "second",
+    ]
 
 
 # -- path rules --------------------------------------------------------------------------
@@ -267,7 +420,7 @@ def test_opening_removes_stale_temp_files_only(tmp_path: Path) -> None:
     names = set(os.listdir(runtime))
     assert not names & set(stale)
     assert {n: (runtime / n).read_bytes() for n in kept} == before
-    assert {"memories.json", "USER.md", "MEMORY.md", ".memories.lock"} <= names
+    assert {"memories.json", "USER.md", "MEMORY.md", ".memories.flock"} <= names
     assert (runtime / "MEMORY.md").read_bytes() == b"kept fact\n"
 
 

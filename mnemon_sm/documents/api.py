@@ -4,7 +4,8 @@ Create, update and archive go through the ``document_mutation`` flow (capacity p
 archiving with a confirmed cold reference); search goes through ``document_search`` and
 records the access time of what it returns (that is what "least recently used" means); get
 and records read the index and the files directly. Opening the facade repairs the crash
-windows of earlier writers. Document operations of one root are serialized in the process;
+windows of earlier writers (unless the root is read-only: then nothing is written, no lock
+file either). Document operations of one root are serialized in the process;
 the index lock serializes them across processes.
 """
 
@@ -58,9 +59,9 @@ class Documents:
         self._search = DocumentSearchFlow(files, locks, clock, config, self._mutex)
         # A corrupt index is reported by every document operation instead (it is never
         # rewritten), and a busy lock only postpones the repair to the next opening: neither
-        # may keep hot memory from opening.
+        # may keep hot memory from opening. A read-only root is never repaired.
         with contextlib.suppress(StorageError):
-            if files.list(DOCUMENTS_DIR):
+            if config.write_enabled and files.list(DOCUMENTS_DIR):
                 with self._locked():
                     store.repair(files)
 

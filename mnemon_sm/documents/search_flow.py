@@ -6,7 +6,8 @@ the index and every candidate's file are read, scored by
 to the limit, and the access time of every document returned is recorded (that is what
 "least recently used" means for archiving) unless the request says ``record_access: False``
 (a worker's search counts no access). A document whose file is missing or unreadable is
-skipped, never an error.
+skipped, never an error. A read-only root records nothing and takes no lock (which would
+create its file): it reads the committed index and files, each replaced atomically.
 
 Recording the access is bookkeeping, never a reason to fail a search: when the lock file
 cannot be created (a read-only or full ``documents/``) the index is read without the lock (it
@@ -72,14 +73,18 @@ class DocumentSearchFlow(FlowContext):
         record = self.config.write_enabled and self._record
         try:
             with contextlib.ExitStack() as held:
-                try:
-                    held.enter_context(
-                        store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms)
-                    )
-                except LockTimeout:
-                    raise
-                except StorageError:
-                    record = False  # no lock file can be made here: read, record nothing
+                if self.config.write_enabled:
+                    try:
+                        held.enter_context(
+                            store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms)
+                        )
+                    except LockTimeout:
+                        raise
+                    except StorageError:
+                        record = False  # no lock file can be made here: read, record nothing
+                        held.enter_context(self.mutex)
+                else:
+                    held.enter_context(self.mutex)
                 hits = self._search(record)
         except MnemonError as exc:
             return self.refuse(machine, "search_failed", exc)

@@ -10,7 +10,9 @@ the pipeline of ``committed`` runs (lock, reload, apply the rules, commit, relea
 as the entry actions when coming from ``ready``, as an internal transition when already there.
 A commit leaves the machine in ``committed``; any other outcome is reported as an internal
 event (``duplicate_found``, ``request_rejected``, ``storage_failed``) whose edge leads to
-``ready``. So the common path is one engine step. A compaction commit first preserves the
+``ready``. So the common path is one engine step. A read-only root's opening only reads the
+source: it creates, locks, clears and repairs nothing (every mutation is refused by
+``check_writable`` before the pipeline runs). A compaction commit first preserves the
 entries it takes out (``preserve_entries``: one line appended to the hot-memory history, under
 the same lock, fsynced with the source before the commit point); a history that cannot be
 written fails the commit.
@@ -120,6 +122,8 @@ class HotMutationFlow:
     def create_directories(self) -> None:
         """``runtime/``, ``state/`` and the hot-memory history file, empty (where a compaction
         commit preserves what it takes out: no commit pays for creating it)."""
+        if not self.config.write_enabled:
+            return
         self._attempt(self.ports.files.ensure_dir, RUNTIME_DIR)
         # Best effort: on a root that cannot be written (a read-only file system) the first
         # compaction's append creates the file, or reports why it cannot.
@@ -129,12 +133,12 @@ class HotMutationFlow:
     def acquire_lock(self) -> None:
         if self._locked:  # a release failed earlier: try it again first
             self.release_lock()
-        if self._undecided():
+        if self._undecided() and self.config.write_enabled:
             self._attempt(self.ports.locks.acquire, LOCK_NAME, self.config.lock_timeout_ms)
             self._locked = self._failure is None
 
     def clear_stale_temps(self) -> None:
-        if self._undecided():
+        if self._undecided() and self.config.write_enabled:
             self._attempt(clear_stale_temps, self.ports.files)
 
     def reload_source(self) -> None:
@@ -142,7 +146,7 @@ class HotMutationFlow:
             self._attempt(self._reload)
 
     def repair_projections(self) -> None:
-        if self._undecided() and self._store is not None:
+        if self._undecided() and self._store is not None and self.config.write_enabled:
             self._attempt(repair_projections, self.ports.files, self._store)
 
     def apply_rules(self) -> None:

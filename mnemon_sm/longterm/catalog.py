@@ -9,7 +9,8 @@ the catalog adds a name, a routing description and an ``active`` flag. Rules kep
   space of a root with no store on disk is ``default``, later ones are random UUIDs;
 - a name (≤ 100 characters) and a description (≤ 1000) are required;
 - stores found on disk but not registered are added on every read (named after their id,
-  active only when the catalog was empty or the store is Mnemon's default store);
+  active only when the catalog was empty or the store is Mnemon's default store); a
+  read-only catalog (``write_enabled`` false) lists them so without writing;
 - reads of explicitly named spaces require them to be active; a write may target an inactive
   space and activates it once it succeeded;
 - the last space cannot be deleted;
@@ -107,10 +108,12 @@ class Catalog:
         lock_timeout_ms: int = 5000,
         default_store: str | None = None,
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+        write_enabled: bool = True,
     ) -> None:
         self._files, self._locks, self._clock, self._store = files, locks, clock, store
         self._timeout, self._new_id = lock_timeout_ms, new_id
         self._default_store = default_store
+        self._write_enabled = write_enabled
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -118,6 +121,8 @@ class Catalog:
         """Every space, stores found on disk included (registering them if needed)."""
         spaces = self._read()
         if set(self._store.spaces()) - {s.id for s in spaces}:
+            if not self._write_enabled:
+                return self._discover(spaces)
             spaces = self._change(lambda current: current)
         return spaces
 

@@ -93,4 +93,5 @@ def open_long_term(
         embedder=embedder or configured_embedder(config),
         durability=config.durability,
         progress=progress,
+        readonly=not config.write_enabled,
     )

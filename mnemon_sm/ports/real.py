@@ -1,4 +1,4 @@
-"""Real adapters: the local file system, ``filelock`` and the system clock.
+"""Real adapters: the local file system, ``flock`` locks and the system clock.
 
 Rules kept here:
 - every path is relative to the storage root and may not escape it;
@@ -10,12 +10,37 @@ Rules kept here:
   ``.<name>.<pid>.<epoch ms>.<hex>.tmp`` (the reference's pattern), so a later opener can find
   and remove what a crashed writer left behind;
 - every ``OSError`` becomes ``StorageError`` (``__cause__`` keeps the original).
+
+Locks and the reference implementation
+--------------------------------------
+Our processes exclude each other with ``flock`` (the kernel drops it when a process dies, so a
+crash never leaves a lock behind). The reference implementation, which may share the root,
+locks ``runtime/.memories.lock`` and ``documents/.index.lock`` its own way: it creates the
+file exclusively, deletes it when done, and deletes one whose mtime is more than 30 s old. So
+for those two names (:data:`REFERENCE_LOCKS`) the ``flock`` is taken on a sibling file
+(``.memories.flock``, ``.index.flock``) and, while it is held, the reference's file is held
+too, by the reference's rules:
+
+1. ``flock`` the sibling (our processes queue here);
+2. set the sibling's mtime to now and hard-link it to the reference's name: the link is the
+   exclusive create (it fails when the name exists), it is born with a fresh mtime, and it
+   carries our marker: its inode is the sibling's;
+3. when the name exists: a symlink is refused (``StorageError``); our marker means a process of
+   ours died holding it (it cannot be alive: we hold the ``flock``), so it is removed at once;
+   a file older than 30 s is removed (the reference's stale rule; an old version of ours left
+   such a file); one that vanished is retried at once; anything else is retried every 20 ms
+   until the timeout (``LockTimeout``);
+4. release removes the reference's name if it still carries our marker, then drops the
+   ``flock``.
+
+Every other lock name is a plain ``flock`` on the file of that name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import itertools
 import os
 import stat
@@ -24,12 +49,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import filelock
-
-from ..errors import LockTimeout, StorageError
+from ..errors import LockTimeout, MnemonError, StorageError
 from . import TEMP_NAME, Ports, Stamp
 
-__all__ = ["RealFiles", "RealLocks", "SystemClock", "real_ports"]
+__all__ = ["REFERENCE_LOCKS", "RealFiles", "RealLocks", "SystemClock", "real_ports"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -45,8 +68,14 @@ _AT = {os.open, os.mkdir, os.unlink, os.rename} <= os.supports_dir_fd and os.lis
 # FAT), so two writes inside one tick can leave equal times. Within the window the bytes are
 # read again, which costs microseconds (the "racy clean" rule of git).
 _RACY_WINDOW_NS = 3_000_000_000
-# filelock retries a contended lock by polling; 2 ms keeps waits short without spinning.
+# A contended flock is retried by polling; 2 ms keeps waits short without spinning.
 _LOCK_POLL_S = 0.002
+
+#: Locks the reference implementation takes too, by creating the file exclusively (hot memory's
+#: and the documents index's); see the module's notes.
+REFERENCE_LOCKS = frozenset({"runtime/.memories.lock", "documents/.index.lock"})
+_REFERENCE_STALE_NS = 30_000_000_000  # the reference deletes a lock file older than this
+_REFERENCE_POLL_S = 0.020  # and retries a held one this often
 
 
 def _storage_error(action: str, path: str, exc: OSError) -> StorageError:
@@ -349,46 +378,145 @@ def _read_all(fd: int) -> bytes:
 
 
 class RealLocks:
-    """Cross-process locks: ``filelock`` (``flock``) on ``<root>/<name>``, mode 0600."""
+    """Cross-process locks of one storage root (see the module's notes): ``flock`` on
+    ``<root>/<name>``, mode 0600; for :data:`REFERENCE_LOCKS`, ``flock`` on a sibling file plus
+    the reference's exclusive lock file."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._files = RealFiles(root)
-        self._locks: dict[str, filelock.FileLock] = {}
-
-    def _lock(self, name: str) -> filelock.FileLock:
-        lock = self._locks.get(name)
-        if lock is None:
-            self._files._abs(name)  # same path rules as files
-            lock = filelock.FileLock(str(self.root / name), mode=0o600)
-            self._locks[name] = lock
-        return lock
+        # name -> (flock fd, absolute path of the reference's file or None, our inode)
+        self._held: dict[str, tuple[int, str | None, tuple[int, int]]] = {}
 
     def acquire(self, name: str, timeout_ms: int) -> None:
-        lock = self._lock(name)
-        # filelock would create a missing directory with the umask's permissions; make it
-        # ourselves, 0700, like every other directory of the root.
+        deadline = time.monotonic() + timeout_ms / 1000
+        full = self._files._abs(name)  # same path rules as files
+        reference = name in REFERENCE_LOCKS
+        flock_path = full.removesuffix(".lock") + ".flock" if reference else full
+        # Missing directories are made 0700, like every other directory of the root.
         directory = name.rpartition("/")[0]
         if directory and not os.path.isdir(self._files._abs(directory)):
             self._files.ensure_dir(directory)
+        fd = _flock(name, flock_path, deadline, timeout_ms)
         try:
-            lock.acquire(timeout=timeout_ms / 1000, poll_interval=_LOCK_POLL_S)
-        except filelock.Timeout:
-            raise LockTimeout(
-                f"timed out after {timeout_ms} ms waiting for the lock {name}"
-            ) from None
-        except OSError as exc:
-            raise _storage_error("lock", name, exc) from exc
+            st = os.fstat(fd)
+            mine = (st.st_dev, st.st_ino)
+            if reference:
+                _claim_reference(name, full, flock_path, fd, mine, deadline, timeout_ms)
+        except BaseException:
+            os.close(fd)  # drops the flock
+            raise
+        self._held[name] = (fd, full if reference else None, mine)
 
     def release(self, name: str) -> None:
-        lock = self._locks.get(name)
-        if lock is not None and lock.is_locked:
-            lock.release(force=True)
+        held = self._held.pop(name, None)
+        if held is None:
+            return
+        fd, reference, mine = held
+        try:
+            if reference is not None:
+                _remove_if(reference, mine)
+        except OSError as exc:
+            # The file keeps our marker: the next holder of the flock removes it at once.
+            raise _storage_error("release the lock", name, exc) from exc
+        finally:
+            os.close(fd)  # drops the flock
 
     def release_all(self) -> None:
-        """Release every lock this object holds (what the kernel does when a process dies)."""
-        for name in list(self._locks):
-            self.release(name)
+        """Drop every ``flock`` this object holds and nothing else: what the kernel does when a
+        process dies (a reference lock file it created stays, carrying our marker)."""
+        held, self._held = self._held, {}
+        for fd, _, _ in held.values():
+            os.close(fd)
+
+    def __del__(self) -> None:
+        # An object dropped while holding locks lets them go as a dead process would.
+        with contextlib.suppress(AttributeError, OSError):
+            self.release_all()
+
+
+def _timeout(name: str, timeout_ms: int) -> LockTimeout:
+    return LockTimeout(f"timed out after {timeout_ms} ms waiting for the lock {name}")
+
+
+def _flock(name: str, path: str, deadline: float, timeout_ms: int) -> int:
+    """Open (creating it 0600, never through a symlink) and ``flock`` ``path``; return the fd."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)
+    except OSError as exc:
+        raise _storage_error("lock", name, exc) from exc
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            os.close(fd)
+            raise _storage_error("lock", name, exc) from exc
+        if time.monotonic() >= deadline:
+            os.close(fd)
+            raise _timeout(name, timeout_ms)
+        time.sleep(_LOCK_POLL_S)
+
+
+def _claim_reference(
+    name: str,
+    path: str,
+    flock_path: str,
+    fd: int,
+    mine: tuple[int, int],
+    deadline: float,
+    timeout_ms: int,
+) -> None:
+    """Create the reference's lock file ``path`` by its rules (steps 2 and 3 of the module's
+    notes); the caller holds the ``flock`` of ``flock_path`` (open as ``fd``)."""
+    try:
+        while True:
+            os.utime(fd)  # the link is born with this mtime: fresh for the reference
+            try:
+                os.link(flock_path, path, follow_symlinks=False)
+                return
+            except FileExistsError:
+                pass
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue  # vanished: at once
+            if stat.S_ISLNK(st.st_mode):
+                raise StorageError(f"cannot lock {name}: it is a symbolic link, which is refused")
+            found = (st.st_dev, st.st_ino)
+            if found == mine or time.time_ns() - st.st_mtime_ns > _REFERENCE_STALE_NS:
+                # Ours, from a process that died holding it, or stale by the reference's rule.
+                _remove_if(path, found)
+                continue
+            if time.monotonic() >= deadline:
+                raise _timeout(name, timeout_ms)
+            time.sleep(_REFERENCE_POLL_S)
+    except MnemonError:
+        raise  # LockTimeout is an OSError (a TimeoutError) too
+    except OSError as exc:
+        raise _storage_error("lock", name, exc) from exc
+
+
+def _remove_if(path: str, identity: tuple[int, int]) -> None:
+    """Remove ``path`` if the file there is still the one of ``identity`` (device, inode).
+    The file is first renamed aside (atomically), so a lock another program created in its
+    place since it was judged is put back instead of deleted."""
+    # A temporary name (``TEMP_NAME``: the lock names start with a dot), cleaned up by openers
+    # should this process die here.
+    aside = f"{path}.{os.getpid()}.{time.time_ns() // 1_000_000}.{threading.get_ident():x}.tmp"
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return
+    try:
+        st = os.lstat(aside)
+        if (st.st_dev, st.st_ino) != identity:
+            with contextlib.suppress(FileExistsError):
+                os.link(aside, path, follow_symlinks=False)
+    finally:
+        os.unlink(aside)
 
 
 class SystemClock:

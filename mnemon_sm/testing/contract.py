@@ -96,9 +96,11 @@ def _check_read_if_changed(files: Files) -> None:
     files.rename(temp, "runtime/a.txt")
 
 
-def check_locks_contract(first: Locks, second: Locks) -> None:
-    """Check two ``Locks`` adapters on the same root (two processes, as far as they know)."""
-    name = "runtime/.contract.lock"
+def check_locks_contract(
+    first: Locks, second: Locks, name: str = "runtime/.contract.lock"
+) -> None:
+    """Check two ``Locks`` adapters on the same root (two processes, as far as they know),
+    on the lock ``name`` (adapters may treat some names specially, e.g. the reference's)."""
     first.release(name)  # releasing what is not held is fine
     first.acquire(name, 1000)
     _raises(LockTimeout, lambda: second.acquire(name, 100), "a held lock excludes others")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 __all__ = ["root_state"]
 
-_SKIPPED = ("-shm", "-wal", ".lock")
+_SKIPPED = ("-shm", "-wal", ".lock", ".flock")
 
 
 def root_state(root: str | Path) -> dict[str, object]:

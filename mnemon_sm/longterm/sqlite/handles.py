@@ -15,6 +15,10 @@ Rules kept:
 - A read is one deferred transaction (one snapshot of both files). When asked, it first syncs
   the side index in a short write transaction, if another connection changed either file.
 - Closing checkpoints the WAL of both files with ``TRUNCATE`` when asked.
+- A read-only handle writes no file: ``mnemon.db`` is opened read-only (immutable when no
+  writer has it open, see :func:`.schema.connect_read_only`), its schema only checked, and
+  the side index is a private one in memory (:meth:`.SideIndex.attach`); an immutable
+  handle's ``identity`` also holds the file's size and times, so a change is noticed.
 - Directories created here are 0700; a ``sqlite3`` or operating-system failure is reported as
   ``StorageError`` with the original as ``__cause__``.
 """
@@ -70,32 +74,41 @@ class Handle:
     conn: sqlite3.Connection
     index: SideIndex
     lock: threading.RLock
-    identity: tuple[int, int]
+    identity: tuple[int, ...]
     db_path: str
     closed: bool = False
     ids: IdSequence = attrs.Factory(IdSequence)
+    immutable: bool = False
 
     @classmethod
     def open(
         cls,
         db: Path,
-        identity: tuple[int, int],
+        identity: tuple[int, ...],
         where: str,
         durability: str = "full",
         progress: Callable[[int, int], None] | None = None,
+        *,
+        readonly: bool = False,
+        immutable: bool = False,
     ) -> Handle:
         """Connect, complete the schema, attach the side index. ``where`` names the file
-        relative to the storage root in errors."""
+        relative to the storage root in errors. ``readonly``: change and create nothing
+        (``immutable``: read the file as it is, see :func:`.schema.connect_read_only`)."""
         lock = path_lock(db)
         with lock:
             conn: sqlite3.Connection | None = None
             try:
                 schema.check_file(str(db), where)
-                conn = schema.connect(str(db), durability)
-                schema.ensure_schema(conn, where)
+                if readonly:
+                    conn = schema.connect_read_only(str(db), immutable=immutable)
+                    schema.check_schema(conn, where)
+                else:
+                    conn = schema.connect(str(db), durability)
+                    schema.ensure_schema(conn, where)
                 index = SideIndex(conn, str(db.parent / INDEX_FILE), progress)
-                index.attach()
-                return cls(conn, index, lock, identity, str(db))
+                index.attach(private=readonly)
+                return cls(conn, index, lock, identity, str(db), immutable=immutable)
             except (sqlite3.Error, OSError) as exc:
                 if conn is not None:
                     conn.close()

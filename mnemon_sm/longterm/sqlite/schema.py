@@ -21,6 +21,7 @@ Rules kept:
   core columns is refused as corrupt.
 - Every connection: WAL, ``foreign_keys`` on, a 5 s busy timeout, autocommit (transactions are
   explicit, writes in ``BEGIN IMMEDIATE``), a 64 MiB page cache; it opens an existing file only.
+  A read-only connection (:func:`connect_read_only`) changes nothing and creates no file.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ __all__ = [
     "DDL",
     "SCHEMA_VERSION",
     "check_file",
+    "check_schema",
     "connect",
+    "connect_read_only",
     "create",
     "ensure_schema",
     "not_a_database",
@@ -147,6 +150,30 @@ def connect(path: str, durability: str = "full") -> sqlite3.Connection:
     return conn
 
 
+def connect_read_only(path: str, *, immutable: bool) -> sqlite3.Connection:
+    """Open the existing file ``path`` for reading only, creating nothing beside it.
+
+    ``immutable`` (no ``-wal`` file exists, so no writer has the file open): SQLite reads the
+    file as it is, with no locks and no ``-wal``/``-shm`` files (which a plain read-only
+    connection creates when they are missing, and cannot create on a read-only mount); the
+    caller must notice a later change of the file itself (:class:`~.handles.Handle`).
+    Otherwise SQLite reads through the writer's WAL, as any reader does. Same busy timeout,
+    page cache and temporary storage as :func:`connect`.
+    """
+    mode = "immutable=1" if immutable else "mode=ro"
+    conn = sqlite3.connect(
+        Path(path).absolute().as_uri() + "?" + mode,
+        uri=True,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    return conn
+
+
 def create(path: str, where: str) -> None:
     """Write a new store with the full schema at ``path``, a file that must not exist (mode
     0600, no symlink followed). The caller moves it into place: a ``mnemon.db`` of length
@@ -186,6 +213,17 @@ def not_a_database(exc: sqlite3.Error) -> bool:
 def _tables(conn: sqlite3.Connection) -> set[str]:
     rows = conn.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")
     return {name for (name,) in rows}
+
+
+def check_schema(conn: sqlite3.Connection, where: str) -> None:
+    """Refuse (``CorruptStore``) a store without Mnemon's core columns, changing nothing (what
+    :func:`ensure_schema` checks, for a store opened read-only)."""
+    tables = _tables(conn)
+    columns = {row[1] for row in conn.execute("PRAGMA main.table_info(insights)")}
+    missing = [name for name in _CORE_COLUMNS if name not in columns]
+    if "insights" not in tables or missing:
+        absent = ", ".join(missing) if "insights" in tables else "insights"
+        raise CorruptStore(f"{where} is not a Mnemon store (no {absent})", path=where)
 
 
 def ensure_schema(conn: sqlite3.Connection, where: str) -> None:

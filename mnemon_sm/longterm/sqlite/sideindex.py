@@ -140,21 +140,29 @@ class SideIndex:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def attach(self) -> None:
-        """Attach the index file (created 0600 if missing; recreated if unreadable)."""
+    def attach(self, *, private: bool = False) -> None:
+        """Attach the index file (created 0600 if missing; recreated if unreadable).
+
+        ``private``: attach an index in memory instead, built from ``mnemon.db`` on first use
+        and kept current the same way, for a store that must write no file (read-only).
+        """
+        if private:
+            self._attach(":memory:")
+            return
         try:
-            self._attach()
+            self._attach(self.path)
         except sqlite3.DatabaseError:
             if any(row[1] == "idx" for row in self.conn.execute("PRAGMA database_list")):
                 self.conn.execute("DETACH DATABASE idx")
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(self.path + suffix):
                     os.unlink(self.path + suffix)
-            self._attach()
+            self._attach(self.path)
 
-    def _attach(self) -> None:
-        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-        self.conn.execute("ATTACH DATABASE ? AS idx", (self.path,))
+    def _attach(self, path: str) -> None:
+        if path != ":memory:":
+            os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+        self.conn.execute("ATTACH DATABASE ? AS idx", (path,))
         self.conn.execute("PRAGMA idx.journal_mode = WAL")
         self.conn.execute("PRAGMA idx.synchronous = NORMAL")  # rebuildable: no fsync per commit
         self.conn.execute("BEGIN IMMEDIATE")

@@ -15,6 +15,11 @@ Lock order, everywhere: this object's guard of its handle table, then a store's 
 Writes run in one ``BEGIN IMMEDIATE`` transaction and reads in a deferred one (see
 :mod:`.handles`). Time comes only from the injected clock, read once per operation.
 
+A read-only store (``readonly``, a root with writes disabled) creates and changes no file: each
+space is read through a read-only handle (see :mod:`.handles`) with a private side index in
+memory; when no writer has a space's file open (no ``-wal``), it is read as an immutable
+snapshot, checked after every read to be still the file's content (else read again).
+
 Recall: ``relevance`` (the default) ranks by :mod:`.lexical` relevance and, with an embedder,
 dense similarity from :mod:`.vectors` (query and missing vectors embedded before any lock is
 taken), under the rule of :mod:`..ranking`; ``smart``, ``keyword`` and ``basic`` are
@@ -96,6 +101,7 @@ class EmbeddedStore:
         progress: told ``(space, done, total)`` while a space's side index is rebuilt from
             scratch (a new or changed index format, a store written by Mnemon itself), for
             stores of :data:`~.sideindex.PROGRESS_FROM` insights or more.
+        readonly: create and change no file (reads only; a write raises ``StorageError``).
     """
 
     def __init__(
@@ -107,6 +113,7 @@ class EmbeddedStore:
         embedder: Embedder | None = None,
         durability: str = "full",
         progress: Callable[[str, int, int], None] | None = None,
+        readonly: bool = False,
     ) -> None:
         if isinstance(prune_ceiling, bool) or not isinstance(prune_ceiling, int):
             raise InvalidInput("prune_ceiling must be an integer")
@@ -122,6 +129,7 @@ class EmbeddedStore:
             raise InvalidInput("durability must be full, normal or off")
         self._durability = durability
         self._progress = progress
+        self._readonly = readonly
         self._queries: OrderedDict[str, Vectors] = OrderedDict()  # recent query vectors
         self._vectors: dict[str, VectorSet] = {}  # per space; used under its file lock
         # (space, model) -> (index epoch, rowid up to which every insight has a vector)
@@ -145,15 +153,26 @@ class EmbeddedStore:
     def _db(self, space: str) -> Path:
         return self._root / "data" / space / DB_FILE
 
+    def _identity(self, db: Path) -> tuple[int, ...]:
+        """What makes an open handle still right for ``db``: the file (device, inode); for a
+        read-only store also whether a WAL exists and, when none does (the handle is then
+        immutable), the file's size and times."""
+        info = os.stat(db)
+        identity: tuple[int, ...] = (info.st_dev, info.st_ino)
+        if not self._readonly:
+            return identity
+        if os.path.lexists(f"{db}-wal"):
+            return (*identity, 1)
+        return (*identity, 0, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
     def _handle(self, space: str) -> Handle:
         db = self._db(checks.space_id(space))
         try:
-            info = os.stat(db)
+            identity = self._identity(db)
         except FileNotFoundError:
             raise UnknownSpace(f"no space {space!r}") from None
         except OSError as exc:
             raise storage_error(f"opening space {space!r}", exc) from exc
-        identity = (info.st_dev, info.st_ino)
         with self._guard:
             handle = self._handles.get(space)
             if handle is not None and handle.identity == identity and not handle.closed:
@@ -168,6 +187,8 @@ class EmbeddedStore:
                 f"data/{space}/{DB_FILE}",
                 self._durability,
                 None if report is None else lambda done, total: report(space, done, total),
+                readonly=self._readonly,
+                immutable=self._readonly and identity[2] == 0,
             )
             self._handles[space] = handle
             return handle
@@ -190,8 +211,19 @@ class EmbeddedStore:
             return handle.write(body, self._clock)
 
     def _read(self, space: str, what: str, body: Callable[[Handle], T], *, index: bool) -> T:
-        with self._locked(space, what) as handle:
-            return handle.read(body, self._clock, sync_index=index)
+        while True:
+            with self._locked(space, what) as handle:
+                result = handle.read(body, self._clock, sync_index=index)
+                if not handle.immutable or self._unchanged(handle):
+                    return result
+            # A writer changed the file under an immutable read: read again, through the
+            # handle of the file as it is now.
+
+    def _unchanged(self, handle: Handle) -> bool:
+        try:
+            return self._identity(Path(handle.db_path)) == handle.identity
+        except OSError:
+            return False
 
     def close(self) -> None:
         """Checkpoint (``TRUNCATE``) and close every open space; the store stays usable."""
