@@ -5,7 +5,8 @@ Theory of operation
 A :class:`Handle` owns the connection to one ``mnemon.db`` with the side index attached, the
 process-wide lock of that file (``locks.path_lock``, re-entrant, shared by every store object
 of the process) and the identity (device, inode) of the file it opened, so a replaced file is
-noticed and reopened by the store.
+noticed and reopened by the store. It is opened through a :class:`~.pin.Pin`: no symlink in
+``data/<space>/`` is ever followed (the checks, and what they leave open, are there).
 
 Rules kept:
 
@@ -33,8 +34,11 @@ import attrs
 
 from ...errors import CorruptStore, StorageError
 from ...ports import Clock
+from .. import layout
+from ..layout import DB_FILE
 from ..locks import path_lock
 from . import schema
+from .pin import Pin
 from .rows import IdSequence
 from .sideindex import INDEX_FILE, SideIndex
 from .tx import Tx
@@ -78,24 +82,29 @@ class Handle:
     @classmethod
     def open(
         cls,
-        db: Path,
-        identity: tuple[int, int],
-        where: str,
+        root: Path,
+        space: str,
         durability: str = "full",
         progress: Callable[[int, int], None] | None = None,
     ) -> Handle:
-        """Connect, complete the schema, attach the side index. ``where`` names the file
-        relative to the storage root in errors."""
+        """Connect to ``data/<space>/mnemon.db`` following no symlink (:mod:`.pin`), complete
+        the schema, attach the side index."""
+        db = root / "data" / space / DB_FILE
+        where = layout.where(space, DB_FILE)
         lock = path_lock(db)
         with lock:
             conn: sqlite3.Connection | None = None
+            pin: Pin | None = None
             try:
-                schema.check_file(str(db), where)
-                conn = schema.connect(str(db), durability)
+                pin = Pin(root, space)
+                schema.check_header(pin.fd, where)
+                conn = schema.open_connection(str(db))
+                pin.check_opened(conn)
+                schema.configure(conn, durability)
                 schema.ensure_schema(conn, where)
                 index = SideIndex(conn, str(db.parent / INDEX_FILE), progress)
-                index.attach()
-                return cls(conn, index, lock, identity, str(db))
+                index.attach(pin.check_index)
+                return cls(conn, index, lock, pin.identity, str(db))
             except (sqlite3.Error, OSError) as exc:
                 if conn is not None:
                     conn.close()
@@ -106,6 +115,9 @@ class Handle:
                 if conn is not None:
                     conn.close()
                 raise
+            finally:
+                if pin is not None:
+                    pin.close()
 
     def close(self, *, checkpoint: bool) -> None:
         if self.closed:

@@ -36,11 +36,12 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "DDL",
     "SCHEMA_VERSION",
-    "check_file",
-    "connect",
+    "check_header",
+    "configure",
     "create",
     "ensure_schema",
     "not_a_database",
+    "open_connection",
 ]
 
 SCHEMA_VERSION = 1
@@ -123,18 +124,23 @@ _ADDED_COLUMNS = {
 SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 
 
-def connect(path: str, durability: str = "full") -> sqlite3.Connection:
+def open_connection(path: str) -> sqlite3.Connection:
     """Open the existing file ``path`` (never create it: a store is created on purpose, with
-    its mode) with the store's settings: autocommit, WAL, foreign keys, busy timeout, and the
-    root's durability: ``full`` syncs the WAL on every commit, ``normal`` at checkpoints only
-    (a commit may be lost to a power cut, never torn), ``off`` never."""
-    conn = sqlite3.connect(
+    its mode) and run nothing on it: the caller checks which file SQLite opened before the
+    first statement that may write (see :mod:`.handles`), then calls :func:`configure`."""
+    return sqlite3.connect(
         Path(path).absolute().as_uri() + "?mode=rw",
         uri=True,
         timeout=BUSY_TIMEOUT_MS / 1000,
         isolation_level=None,
         check_same_thread=False,
     )
+
+
+def configure(conn: sqlite3.Connection, durability: str = "full") -> None:
+    """The store's settings: autocommit, WAL, foreign keys, busy timeout, and the root's
+    durability: ``full`` syncs the WAL on every commit, ``normal`` at checkpoints only (a
+    commit may be lost to a power cut, never torn), ``off`` never."""
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA journal_mode = WAL")
@@ -144,13 +150,12 @@ def connect(path: str, durability: str = "full") -> sqlite3.Connection:
     # memory: on disk they spill to a temporary file past 64 KiB and a remember then pays
     # hundreds of small writes to it.
     conn.execute("PRAGMA temp_store = MEMORY")
-    return conn
 
 
 def create(path: str, where: str) -> None:
     """Write a new store with the full schema at ``path``, a file that must not exist (mode
     0600, no symlink followed). The caller moves it into place: a ``mnemon.db`` of length
-    zero is then never ours (see :func:`check_file`)."""
+    zero is then never ours (see :func:`check_header`)."""
     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
     conn = sqlite3.connect(Path(path).absolute().as_uri() + "?mode=rw", uri=True)
     try:
@@ -165,12 +170,11 @@ SQLITE_HEADER = b"SQLite format 3\x00"  # the first bytes of every SQLite databa
 SQLITE_NOTADB = 26  # the primary result code of "file is not a database"
 
 
-def check_file(path: str, where: str) -> None:
-    """Refuse, before SQLite opens it, a store file no program made as a database: empty
-    (SQLite would take it for a new database and write a schema into it) or without SQLite's
-    header (with a WAL file beside it, SQLite would replay pages into it)."""
-    with open(path, "rb") as handle:
-        head = handle.read(len(SQLITE_HEADER))
+def check_header(fd: int, where: str) -> None:
+    """Refuse, before SQLite opens it, a store file (open as ``fd``) no program made as a
+    database: empty (SQLite would take it for a new database and write a schema into it) or
+    without SQLite's header (with a WAL file beside it, SQLite would replay pages into it)."""
+    head = os.pread(fd, len(SQLITE_HEADER), 0)
     if not head:
         raise CorruptStore(f"{where} is empty, not a Mnemon store", path=where)
     if head != SQLITE_HEADER:

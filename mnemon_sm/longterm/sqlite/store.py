@@ -5,7 +5,10 @@ Theory of operation
 A space is a Mnemon store: the directory ``<root>/data/<space>/`` holding ``mnemon.db`` (shared
 with the real Mnemon, schema in :mod:`.schema`) and our rebuildable side index (:mod:`.sideindex`).
 Directories we create are 0700 and files 0600 (SQLite gives ``-wal`` and ``-shm`` the mode of
-their database).
+their database). No symlink below the root is followed: every operation lstat's the path of its
+store from the root down (:mod:`..layout`), an open is bracketed by the checks of :mod:`.pin`,
+and stores behind a link are not listed. Drafts of creations that crashed are removed when
+their space is opened or listed (:mod:`.drafts`).
 
 Each space gets one connection (:class:`handles.Handle`), opened on first use, reopened when
 the file was replaced, and kept until :meth:`EmbeddedStore.close` (which checkpoints the WAL with
@@ -43,8 +46,9 @@ import attrs
 
 from ...errors import EmbeddingFailed, InvalidInput, StorageError, UnknownSpace
 from ...ports import Clock
-from .. import checks
+from .. import checks, layout
 from ..embed import Embedder, Vectors, embed_checked
+from ..layout import DB_FILE
 from ..locks import path_lock
 from ..values import (
     Capabilities,
@@ -59,7 +63,7 @@ from ..values import (
     RememberReceipt,
     SpaceStatus,
 )
-from . import reads, schema, vectors, writes
+from . import drafts, reads, schema, vectors, writes
 from .handles import Handle, fsync_directory, mkdir_private, storage_error
 from .reads import in_order
 from .sideindex import SideIndex
@@ -69,7 +73,6 @@ from .vectors import EMBED_PER_RECALL, VectorSet
 __all__ = ["DB_FILE", "DENSE_UNAVAILABLE", "EmbeddedStore"]
 
 T = TypeVar("T")
-DB_FILE = "mnemon.db"
 DENSE_UNAVAILABLE = "dense_unavailable"  # the hint of a relevance recall whose embedder failed
 _QUERY_CACHE = 256
 _OPLOG_NAMES = {
@@ -146,14 +149,16 @@ class EmbeddedStore:
         return self._root / "data" / space / DB_FILE
 
     def _handle(self, space: str) -> Handle:
-        db = self._db(checks.space_id(space))
+        """The open handle of ``space``: its path is lstat'ed down from the root on every call
+        (a link is refused, a replaced file reopened); opening a space first removes its stale
+        drafts (:mod:`.drafts`)."""
+        space = checks.space_id(space)
         try:
-            info = os.stat(db)
+            identity = layout.identity(layout.check_store(self._root, space))
         except FileNotFoundError:
             raise UnknownSpace(f"no space {space!r}") from None
         except OSError as exc:
             raise storage_error(f"opening space {space!r}", exc) from exc
-        identity = (info.st_dev, info.st_ino)
         with self._guard:
             handle = self._handles.get(space)
             if handle is not None and handle.identity == identity and not handle.closed:
@@ -162,10 +167,10 @@ class EmbeddedStore:
                 with handle.lock:
                     handle.close(checkpoint=False)
             report = self._progress
+            drafts.remove_stale(self._db(space).parent)
             handle = Handle.open(
-                db,
-                identity,
-                f"data/{space}/{DB_FILE}",
+                self._root,
+                space,
                 self._durability,
                 None if report is None else lambda done, total: report(space, done, total),
             )
@@ -218,38 +223,34 @@ class EmbeddedStore:
     # -- spaces -------------------------------------------------------------------------------
 
     def spaces(self) -> tuple[str, ...]:
-        data = self._root / "data"
-        try:
-            names = os.listdir(data)
-        except FileNotFoundError:
-            return ()
-        except OSError as exc:
-            raise storage_error("listing spaces", exc) from exc
-        return tuple(
-            sorted(
-                name
-                for name in names
-                if checks.SPACE_ID.fullmatch(name) and (data / name / DB_FILE).is_file()
-            )
-        )
+        """The stores on disk (:func:`..layout.store_dirs`: a symlinked one is not listed, a
+        symlinked ``data/`` is ``CorruptStore``); a space directory without a store has its
+        stale drafts removed on the way (a crash during its first creation)."""
+        found = layout.store_dirs(self._root)
+        for name, is_store in found:
+            if not is_store:
+                drafts.remove_stale(self._root / "data" / name)
+        return tuple(name for name, is_store in found if is_store)
 
     def create_space(self, space: str) -> None:
         db = self._db(checks.space_id(space))
-        where = f"data/{space}/{DB_FILE}"
+        where = layout.where(space, DB_FILE)
         try:
-            for directory in (self._root, db.parent.parent, db.parent):
-                mkdir_private(directory)
+            mkdir_private(self._root)  # the root itself may be a link; nothing below it
+            layout.ensure_dir(db.parent.parent, "data")
+            layout.ensure_dir(db.parent, layout.where(space))
             if os.path.lexists(db):
                 raise FileExistsError(db)
             # The schema is written beside the final name and linked into place, so no
             # program ever sees an empty mnemon.db of ours (an empty one is CorruptStore).
-            draft = db.with_name(f".{DB_FILE}.{os.getpid()}.{threading.get_ident()}.new")
+            draft = drafts.draft_path(db)
             draft.unlink(missing_ok=True)  # a crashed attempt of this same thread
             try:
                 schema.create(str(draft), where)
                 os.link(draft, db, follow_symlinks=False)  # FileExistsError when beaten to it
             finally:
                 draft.unlink(missing_ok=True)
+            made = layout.identity(os.lstat(db))
             fsync_directory(db.parent)
         except FileExistsError:
             raise InvalidInput(f"space {space!r} already exists") from None
@@ -260,9 +261,20 @@ class EmbeddedStore:
         except BaseException:
             with self._guard:
                 self._handles.pop(space, None)
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{db}{suffix}").unlink(missing_ok=True)
+            self._discard(space, made)
             raise
+
+    def _discard(self, space: str, made: layout.Identity) -> None:
+        """Remove a store this object just created and could not open, only while its path
+        still leads, through no link, to the very file it created."""
+        try:
+            if layout.identity(layout.check_store(self._root, space)) != made:
+                return
+        except (OSError, StorageError):
+            return
+        db = self._db(space)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
 
     def delete_space(self, space: str) -> None:
         db = self._db(checks.space_id(space))
@@ -271,8 +283,12 @@ class EmbeddedStore:
         with path_lock(db):
             if handle is not None:
                 handle.close(checkpoint=False)
-            if not db.is_file():
-                raise UnknownSpace(f"no space {space!r}")
+            try:
+                layout.check_store(self._root, space)  # never through a link
+            except FileNotFoundError:
+                raise UnknownSpace(f"no space {space!r}") from None
+            except OSError as exc:
+                raise storage_error(f"deleting space {space!r}", exc) from exc
             try:
                 shutil.rmtree(db.parent)
             except OSError as exc:
