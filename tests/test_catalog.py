@@ -139,6 +139,40 @@ def test_the_first_created_space_is_not_default_when_a_store_already_exists(s: S
     assert s.ids() == ["abc", "space-1"]
 
 
+def test_a_creation_adopts_a_twin_another_writer_made_since_the_caller_looked(
+    s: Setup,
+) -> None:
+    """Two writers saw an empty root and both create the general space: the second one,
+    re-reading under the lock, finds the first one's and writes nothing."""
+    other = Catalog(s.ports.files, s.ports.locks, s.ports.clock, s.store, new_id=lambda: "x")
+    made = other.create("General memory", "Durable facts", active=True, seen=())
+    before = dict(s.files.files)
+    adopted = s.catalog.create("General memory", "Durable facts", active=True, seen=())
+    assert (made.id, adopted) == ("default", made)
+    assert s.files.files == before
+    assert s.store.spaces() == ("default",)
+
+
+@pytest.mark.parametrize(
+    ("seen", "name", "description", "twin_active"),
+    [
+        (None, "General memory", "Durable facts", True),  # no view given: always a creation
+        ({"default"}, "General memory", "Durable facts", True),  # the caller knew it
+        ((), "Other name", "Durable facts", True),
+        ((), "General memory", "Other description", True),
+        ((), "General memory", "Durable facts", False),  # an active space is asked for
+    ],
+    ids=["no-view", "seen", "name", "description", "inactive-twin"],
+)
+def test_a_creation_makes_a_new_space_unless_an_unseen_exact_twin_exists(
+    s: Setup, seen: set[str] | None, name: str, description: str, twin_active: bool
+) -> None:
+    s.catalog.create("General memory", "Durable facts", active=twin_active)
+    created = s.catalog.create(name, description, active=True, seen=seen)
+    assert created.id == "space-1"
+    assert s.ids() == ["default", "space-1"]
+
+
 def test_a_new_space_is_inactive_unless_asked_otherwise(s: Setup) -> None:
     assert s.catalog.create("Work", "Work facts").active is False
     assert s.catalog.create("Home", "Home facts", active=True).active is True
@@ -541,6 +575,48 @@ def test_a_placement_record_is_kept_across_writes(s: Setup) -> None:
     assert bodies[0]["name"] == "Renamed"
     assert "placement" not in bodies[1] and "placement" not in bodies[2]
     assert s.catalog.get("a").placement == placement
+
+
+def test_merged_deactivates_the_sources_and_records_the_target_in_one_change(
+    three: Setup,
+) -> None:
+    three.log.clear()
+    three.catalog.merged("a", ["b", "c"])
+    assert [c.name for c in three.log.calls].count("files.rename") == 1
+    bodies = {b["id"]: b for b in three.catalog_json()["bodies"]}
+    assert [(bodies[i]["active"], bodies[i].get("mergedInto")) for i in "abc"] == [
+        (True, None),
+        (False, "a"),
+        (False, "a"),
+    ]
+    assert three.catalog.get("b").merged_into == "a"
+    assert three.catalog.activate("b").merged_into is None
+    assert "mergedInto" not in three.catalog_json()["bodies"][1]
+    assert three.catalog.update("c", name="Still merged").merged_into == "a"
+
+
+def test_merged_with_an_unknown_source_changes_nothing(three: Setup) -> None:
+    before = dict(three.files.files)
+    with pytest.raises(UnknownSpace):
+        three.catalog.merged("a", ["b", "zzz"])
+    with pytest.raises(InvalidInput):
+        three.catalog.merged("a", ["bad id!"])
+    assert three.files.files == before
+
+
+def test_a_listing_asks_the_store_before_reading_the_catalog(s: Setup) -> None:
+    """A store that refuses its layout (a symlinked ``data/``) fails the listing before the
+    catalog is read through it."""
+    put_catalog(s, body("a"))
+
+    def refused() -> tuple[str, ...]:
+        raise CorruptStore("data is a symbolic link, which is refused", path="data")
+
+    s.store.spaces = refused  # type: ignore[method-assign]
+    s.log.clear()
+    with pytest.raises(CorruptStore):
+        s.catalog.list()
+    assert "files.read" not in [c.name for c in s.log.calls]
 
 
 # -- locking and atomic replacement -----------------------------------------------------------

@@ -25,6 +25,7 @@ from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.memory import memory_ports
 from mnemon_sm.workers.builtin import BuiltinWorkers
 from mnemon_sm.workers.port import ToolBox, WorkerRequest
+from mnemon_sm.workers.routing import choose_space, merge_target
 
 Script = Callable[[WorkerRequest, ToolBox], object]
 
@@ -295,6 +296,103 @@ def test_merge_copies_sources_and_deactivates_them() -> None:
         root.long_term.merge("default", ["missing"])
     with pytest.raises(InvalidInput):
         root.long_term.merge("default", ["default"])
+
+
+def test_merge_records_where_each_source_went_and_reactivation_clears_it() -> None:
+    root, _, _ = seeded()
+    lt = root.long_term
+    design = next(s for s in lt.spaces() if s.id != "default")
+    scratch = lt.create_space("Scratch", "Temporary notes", active=True)
+    lt.merge("default", [design.id, scratch.id])
+    after = {s.id: s for s in lt.spaces()}
+    assert [(after[i].active, after[i].merged_into) for i in (design.id, scratch.id)] == [
+        (False, "default"),
+        (False, "default"),
+    ]
+    assert after["default"].merged_into is None
+    assert lt.update_space(design.id, active=True).merged_into is None
+    kept = lt.create_space("Kept", "Still in use", active=True)
+    lt.merge("default", [kept.id], deactivate_sources=False)
+    assert next(s for s in lt.spaces() if s.id == kept.id).merged_into is None
+
+
+# -- built-in routing ----------------------------------------------------------------------
+
+BILLING = ("Billing", "Invoices, tax rules and payment providers")
+INVOICE_FACT = "Invoices to EU customers carry the reverse-charge tax rules note"
+
+
+def routed_root(*, merge_into_general: bool) -> tuple[MemoryRoot, Any, str, str]:
+    """A root with the general space (``default``), an active "Tax office" space sharing one
+    word with :data:`INVOICE_FACT` and a Billing space sharing three, which is inactive:
+    merged into ``default``, or deactivated by hand. Returns the root, its ports and the ids
+    of Billing and Tax office."""
+    ports, _ = memory_ports()
+    root = MemoryRoot.open("/unused", Config(), ports=ports)
+    lt = root.long_term
+    lt.remember("The deploy script lives in tools/deploy.sh")  # creates "General memory"
+    decoy = lt.create_space("Tax office", "Letters from the tax office", active=True)
+    billing = lt.create_space(*BILLING, active=True)
+    lt.remember("Card payments go through the payment providers", space=billing.id)
+    if merge_into_general:
+        lt.merge("default", [billing.id])
+    else:
+        lt.update_space(billing.id, active=False)
+    return root, ports, billing.id, decoy.id
+
+
+@pytest.mark.parametrize("merged", [True, False], ids=["merged", "deactivated"])
+def test_built_in_routing_never_writes_to_an_inactive_space(merged: bool) -> None:
+    """Billing matches best but is inactive: its merge target takes its place when it was
+    merged; otherwise the best active space (Tax office) does."""
+    root, ports, billing, decoy = routed_root(merge_into_general=merged)
+    before = dict(ports.long_term.data[billing].insights)
+    receipt = root.long_term.remember(INVOICE_FACT)
+    expected = "default" if merged else decoy
+    assert (receipt.action, receipt.memory_body_ids) == ("stored", (expected,))
+    assert INVOICE_FACT in [i.content for i in ports.long_term.list(expected)]
+    assert dict(ports.long_term.data[billing].insights) == before
+    assert not next(s for s in root.long_term.spaces() if s.id == billing).active
+
+
+def test_built_in_routing_follows_merges_of_merges_to_an_active_space() -> None:
+    root, ports, billing, _ = routed_root(merge_into_general=False)
+    lt = root.long_term
+    finance = lt.create_space("Finance", "Budgets and forecasts", active=True)
+    archive = lt.create_space("Archive", "Old material", active=True)
+    lt.update_space(billing, active=True)
+    lt.merge(finance.id, [billing])  # Billing -> Finance -> Archive (the only live one)
+    lt.merge(archive.id, [finance.id])
+    receipt = lt.remember(INVOICE_FACT)
+    assert receipt.memory_body_ids == (archive.id,)
+    assert INVOICE_FACT in [i.content for i in ports.long_term.list(archive.id)]
+
+
+def test_merge_targets_that_lead_nowhere_fall_back_to_the_best_active_space() -> None:
+    spaces = [
+        {"id": "a", "name": "Billing invoices", "description": "x", "active": False,
+         "mergedInto": "b"},
+        {"id": "b", "name": "Old", "description": "y", "active": False, "mergedInto": "a"},
+        {"id": "c", "name": "Gone", "description": "z", "active": False, "mergedInto": "nope"},
+        {"id": "d", "name": "General", "description": "w", "active": True},
+        {"id": "e", "name": "Invoices", "description": "v", "active": True},
+    ]  # fmt: skip
+    assert merge_target(spaces[0], spaces) is None  # a loop
+    assert merge_target(spaces[2], spaces) is None  # an unknown target
+    assert choose_space("billing invoices", spaces) == "e"
+    assert choose_space("billing invoices", [s for s in spaces if not s["active"]]) is None
+
+
+def test_a_root_whose_spaces_are_all_inactive_gets_a_general_space() -> None:
+    root, _, billing, decoy = routed_root(merge_into_general=False)
+    old = ("default", billing, decoy)
+    for space in ("default", decoy):
+        root.long_term.update_space(space, active=False)
+    receipt = root.long_term.remember(INVOICE_FACT)
+    (created,) = [s for s in root.long_term.spaces() if s.id not in old]
+    assert (created.name, created.active) == ("General memory", True)
+    assert receipt.memory_body_ids == (created.id,)
+    assert [s.active for s in root.long_term.spaces() if s.id in old] == [False] * 3
 
 
 # -- port calls per state ----------------------------------------------------------------

@@ -31,6 +31,7 @@ from mnemon_sm.longterm.catalog import Catalog
 from mnemon_sm.longterm.service import LongTermService
 from mnemon_sm.testing.longterm import MemoryLongTermStore, ScriptedWorkers
 from mnemon_sm.testing.memory import FakeClock, MemoryFiles, memory_ports
+from mnemon_sm.workers.builtin import BuiltinWorkers
 from mnemon_sm.workers.port import WorkerRequest
 from mnemon_sm.workers.requests import (
     MAX_TOKENS,
@@ -533,6 +534,62 @@ def test_a_remember_into_a_space_created_in_the_same_run_lands_in_the_new_space(
     assert (
         kit.service.catalog.get(space).active is True
     )  # created inactive, activated by the write
+
+
+def test_a_staged_creation_adopts_a_twin_created_after_the_run_listed_the_spaces() -> None:
+    """The race of two first writes, step by step: the second run lists the empty root, the
+    first run creates the general space, then the second stages and applies its own: it
+    adopts the first one's (it is not among what the second run had listed)."""
+    first, kit = scoped((*READ_TOOLS, *WRITE_TOOLS))
+    second = ScopedTools(kit.service, (*READ_TOOLS, *WRITE_TOOLS))
+    general = {"name": "General memory", "description": "Durable facts", "active": True}
+    assert second.call("mnemon_memory_bodies", {}) == []
+    for tools, fact in ((first, "fact one"), (second, "fact two")):
+        if tools is first:
+            assert tools.call("mnemon_memory_bodies", {}) == []
+        tools.call("mnemon_memory_body_create", general)
+        tools.call("mnemon_remember", {"content": fact, "memoryBodyId": "pending-space-1"})
+        assert [w.space_id for w in tools.apply()] == ["default", "default"]
+    assert [s.id for s in kit.service.spaces()] == ["default"]
+    contents = sorted(i.content for i in kit.store.data["default"].insights.values())
+    assert contents == ["fact one", "fact two"]
+
+
+def test_a_staged_creation_of_a_twin_the_run_had_seen_makes_a_new_space() -> None:
+    tools, kit = seeded((*READ_TOOLS, *WRITE_TOOLS))
+    tools.call("mnemon_memory_bodies", {})
+    tools.call("mnemon_memory_body_create", {"name": "Work", "description": "Work facts"})
+    applied = tools.apply()
+    assert applied[0].space_id == "space-2"  # deliberate: the worker knew "Work" existed
+    assert [s.name for s in kit.service.spaces()].count("Work") == 2
+
+
+ARCHIVE_REQUESTS = {
+    "archive": {
+        "snapshot": [{"index": 1, "content": "Home garden notes", "importance": "normal"}]
+    },
+    "document_archive": {
+        "title": "Home garden",
+        "description": "Garden notes",
+        "content": "Tomatoes need sun.",
+        "plannedPath": "documents/archived/home-garden.md",
+        "contentSha256": "0" * 64,
+    },
+}
+
+
+@pytest.mark.parametrize("kind", list(ARCHIVE_REQUESTS))
+def test_the_archivers_never_route_into_an_inactive_space(kind: str) -> None:
+    """Every space is inactive ("Home" matches best): the archiver makes its own space."""
+    tools, kit = seeded((*READ_TOOLS, *WRITE_TOOLS))
+    kit.service.catalog.update("default", active=False)
+    request = attrs.evolve(build_request("write", {}, ()), kind=kind, data=ARCHIVE_REQUESTS[kind])
+    result: Any = BuiltinWorkers().run(request, tools)
+    assert result["memoryBodyIds"] == ["pending-space-1"]
+    applied = tools.apply()
+    created = kit.service.catalog.get(applied[0].space_id)
+    assert created.active and created.id not in ("default", "space-1")
+    assert [s.active for s in kit.service.spaces()][:2] == [False, False]
 
 
 def test_a_write_naming_an_unknown_pending_space_is_refused() -> None:

@@ -10,9 +10,17 @@ the catalog adds a name, a routing description and an ``active`` flag. Rules kep
 - a name (≤ 100 characters) and a description (≤ 1000) are required;
 - stores found on disk but not registered are added on every read (named after their id,
   active only when the catalog was empty or the store is Mnemon's default store); a
-  read-only catalog (``write_enabled`` false) lists them so without writing;
+  read-only catalog (``write_enabled`` false) lists them so without writing; the store
+  lists them first, so a layout it refuses (a symlinked ``data/``) fails before any read;
 - reads of explicitly named spaces require them to be active; a write may target an inactive
   space and activates it once it succeeded;
+- a creation may say which spaces its caller saw when it decided to create (``seen``): a
+  space with the same name and description that another writer created since (so not
+  among them) is then returned instead of a twin. Read under the lock, this is what makes
+  concurrent first writes of a fresh root agree on one "General memory" space;
+- a merge deactivates its sources and records ``mergedInto`` on each, so routing can send
+  what would have gone to a merged space to the space that holds its memories now; making a
+  space active again clears the record;
 - the last space cannot be deleted;
 - every change is lock, re-read, change, atomic write (temp file, fsync, rename, directory
   fsync), unlock, so concurrent processes never lose a catalog change.
@@ -23,7 +31,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import attrs
@@ -57,11 +65,13 @@ class Space:
     created_at: str
     updated_at: str
     placement: dict[str, Any] | None = None
+    merged_into: str | None = None  # the merge target of a deactivated merge source
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = converter.unstructure(self)
-        if data.get("placement") is None:
-            data.pop("placement", None)
+        for optional in ("placement", "mergedInto"):
+            if data.get(optional) is None:
+                data.pop(optional, None)
         return data
 
 
@@ -119,8 +129,9 @@ class Catalog:
 
     def list(self) -> tuple[Space, ...]:
         """Every space, stores found on disk included (registering them if needed)."""
+        stores = set(self._store.spaces())
         spaces = self._read()
-        if set(self._store.spaces()) - {s.id for s in spaces}:
+        if stores - {s.id for s in spaces}:
             if not self._write_enabled:
                 return self._discover(spaces)
             spaces = self._change(lambda current: current)
@@ -161,12 +172,42 @@ class Catalog:
 
     # -- changes ---------------------------------------------------------------------------
 
-    def create(self, name: str, description: str, *, active: bool = False) -> Space:
-        """Register a new space and create its store; the id is chosen here, never given."""
+    def create(
+        self,
+        name: str,
+        description: str,
+        *,
+        active: bool = False,
+        seen: Collection[str] | None = None,
+    ) -> Space:
+        """Register a new space and create its store; the id is chosen here, never given.
+
+        ``seen``: the ids of the spaces the caller saw when it decided to create this one. A
+        space not among them with the same name and description (and active, if this one is
+        to be) was created by another writer meanwhile: it is returned and nothing is written.
+        """
         clean_name, clean_description = check_space_fields(name, description)
         created: list[Space] = []
 
+        def twin(current: tuple[Space, ...]) -> Space | None:
+            if seen is None:
+                return None
+            return next(
+                (
+                    s
+                    for s in current
+                    if s.id not in seen
+                    and (s.name, s.description) == (clean_name, clean_description)
+                    and (s.active or not active)
+                ),
+                None,
+            )
+
         def add(current: tuple[Space, ...]) -> tuple[Space, ...]:
+            found = twin(current)
+            if found is not None:
+                created.append(found)
+                return current
             taken = {s.id for s in current} | set(self._store.spaces())
             space_id = "default" if not taken else self._new_id()
             while space_id in taken or not SPACE_ID.match(space_id):
@@ -198,6 +239,8 @@ class Catalog:
             if not isinstance(active, bool):
                 raise InvalidInput("active must be true or false")
             changes["active"] = active
+            if active:
+                changes["merged_into"] = None  # live again: no longer stands for its target
         updated: list[Space] = []
 
         def edit(current: tuple[Space, ...]) -> tuple[Space, ...]:
@@ -218,6 +261,25 @@ class Catalog:
         """Mark a space active (after a successful write to it); a no-op when it already is."""
         found = self.get(space)
         return found if found.active else self.update(space, active=True)
+
+    def merged(self, target: str, sources: Sequence[str]) -> None:
+        """After a merge: deactivate ``sources`` and record ``target`` as where their memories
+        are now (``mergedInto``), in one change."""
+        ids = {check_space_id(s) for s in sources}
+
+        def retire(current: tuple[Space, ...]) -> tuple[Space, ...]:
+            missing = ids - {s.id for s in current}
+            if missing:
+                raise UnknownSpace(f"unknown memory body: {sorted(missing)[0]}")
+            now = iso_ms(self._clock.now_ms())
+            return tuple(
+                attrs.evolve(s, active=False, merged_into=target, updated_at=now)
+                if s.id in ids
+                else s
+                for s in current
+            )
+
+        self._change(retire)
 
     def delete(self, space: str) -> None:
         """Delete a space and its store; the last space cannot be deleted."""

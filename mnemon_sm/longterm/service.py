@@ -13,14 +13,15 @@ CLI and the host's own direct paths. Rules kept here:
   refused entirely when the root is read-only, and activates an inactive target once it
   succeeded;
 - merge reads the sources read-only, imports into the target (new ids, edges with their
-  weights) and never writes to a source; sources are then deactivated unless asked not to.
+  weights) and never writes to a source; sources are then deactivated, each recording the
+  target as where its memories went, unless asked not to.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -447,9 +448,17 @@ class LongTermService:
         self._writable()
         check_space_fields(name, description)
 
-    def create_space(self, name: str, description: str, *, active: bool = False) -> Space:
+    def create_space(
+        self,
+        name: str,
+        description: str,
+        *,
+        active: bool = False,
+        seen: Collection[str] | None = None,
+    ) -> Space:
+        """Create a space (``seen``: see :meth:`Catalog.create`)."""
         self._writable()
-        return self.catalog.create(name, description, active=active)
+        return self.catalog.create(name, description, active=active, seen=seen)
 
     def update_space(
         self,
@@ -482,8 +491,7 @@ class LongTermService:
             imported, skipped, edges = report.imported, report.skipped, report.edges_inserted
         target_space = self.catalog.activate(target_space.id)
         if deactivate_sources:
-            for s in source_ids:
-                self.catalog.update(s, active=False)
+            self.catalog.merged(target_space.id, source_ids)
         return {
             "memoryBodyId": target_space.id,
             "memoryBodyName": target_space.name,

@@ -6,9 +6,10 @@ same host checks as an LLM's.
 
 - recall: lists the spaces, picks the active ones whose name and description share words with
   the query (all active ones when none does), recalls there and returns the hits in order;
-- write: for a remember, writes to the named space or else the one whose name and description
-  share the most words with the content (creating a general space in a root that has none),
-  skips content already stored there verbatim; link, forget and the space operations map to
+- write: for a remember, writes to the named space or else the active one whose name and
+  description share the most words with the content (a merged space's target stands in for
+  it; a general space is created in a root with no active space), skips content already
+  stored there verbatim; link, forget and the space operations map to
   their one tool;
 - answer: extractive: the evidence sharing the most words with the question, cited;
 - compact and archive: see :mod:`mnemon_sm.workers.maintenance_workers`.
@@ -115,7 +116,8 @@ class BuiltinWorkers:
     def _choose_space(
         self, content: str, spaces: Sequence[Mapping[str, Any]], tools: ToolBox
     ) -> str:
-        """The space sharing the most words with ``content``; a new general one if none."""
+        """The routed active space (:func:`.routing.choose_space`); a new general one if none
+        is active."""
         return choose_space(content, spaces) or self._create_general(tools)
 
     @staticmethod

@@ -6,10 +6,11 @@ checks as a model's.
   importance of the group. When the merged profile still exceeds the byte budget it returns
   ``failed`` with the reason (it never drops or rewrites anything).
 - archive (MEMORY.md): remembers every entry verbatim into the space the write routing
-  chooses (creating a "Working memory archive" space in a root without spaces), pointing at
-  an existing insight instead when the space already holds the entry verbatim; then proposes
-  the critical and normal entries, unchanged, as the compacted MEMORY.md (the host packs
-  them by importance, so critical ones are kept first and normal ones while they fit).
+  chooses (creating a "Working memory archive" space in a root without active spaces),
+  pointing at an existing insight instead when the space already holds the entry verbatim;
+  then proposes the critical and normal entries, unchanged, as the compacted MEMORY.md (the
+  host packs them by importance, so critical ones are kept first and normal ones while they
+  fit).
 - document_archive: a summary from the document's description and first paragraph, and one
   cold reference (title, scope, archived path, SHA-256) remembered into the routed space.
 """
@@ -86,7 +87,8 @@ def archive(data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
     if too_large:
         return _failed(f"entries {too_large} exceed the long-term limit of {CONTENT_MAX_BYTES}")
     spaces: list[dict[str, Any]] = tools.call("mnemon_memory_bodies", {})
-    fallback = None if spaces else create_space(tools, *ARCHIVE_SPACE)
+    routable = any(s["active"] for s in spaces)  # routing writes to active spaces only
+    fallback = None if routable else create_space(tools, *ARCHIVE_SPACE)
     archived = []
     for e in entries:
         content: str = e["content"]
@@ -143,7 +145,8 @@ DOCUMENT_TAG = "document-archive"
 
 def document_archive(data: Mapping[str, Any], tools: ToolBox) -> dict[str, Any]:
     """Summary from the description and the first paragraph; one reference remembered into
-    the space the write routing picks (a new "Archived documents" space in a root with none)."""
+    the space the write routing picks (a new "Archived documents" space in a root without
+    active spaces)."""
     summary = _document_summary(str(data["description"]), str(data["content"]))
     spaces: list[dict[str, Any]] = tools.call("mnemon_memory_bodies", {})
     title = str(data["title"])

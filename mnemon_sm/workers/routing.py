@@ -11,7 +11,7 @@ from typing import Any
 from ..text import words
 from .port import ToolBox
 
-__all__ = ["choose_space", "create_space", "overlap", "stored_id"]
+__all__ = ["choose_space", "create_space", "merge_target", "overlap", "stored_id"]
 
 
 def overlap(text: str, space: Mapping[str, Any]) -> int:
@@ -20,11 +20,36 @@ def overlap(text: str, space: Mapping[str, Any]) -> int:
 
 
 def choose_space(content: str, spaces: Sequence[Mapping[str, Any]]) -> str | None:
-    """The space sharing the most words with ``content`` (active first, then by id)."""
-    if not spaces:
+    """The active space for ``content``; None when no space is active.
+
+    The space sharing the most words with ``content`` wins (active first, then by id). A
+    routed write never goes to an inactive space (the write would reactivate it): when the
+    winner is inactive and was merged into a space that is active (following merges of
+    merges), that space takes its place; otherwise the best active space does.
+    """
+    active = [s for s in spaces if s["active"]]
+    if not active:
         return None
     best = max(spaces, key=lambda s: (overlap(content, s), s["active"], s["id"]))
+    if not best["active"]:
+        target = merge_target(best, spaces)
+        best = target or max(active, key=lambda s: (overlap(content, s), s["id"]))
     return str(best["id"])
+
+
+def merge_target(
+    space: Mapping[str, Any], spaces: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The active space an inactive ``space`` was merged into, following ``mergedInto``
+    through spaces merged in turn; None when the chain ends elsewhere (unknown, inactive and
+    not merged, or a loop)."""
+    by_id = {s["id"]: s for s in spaces}
+    visited = {space["id"]}
+    found = by_id.get(space.get("mergedInto"))
+    while found is not None and not found["active"] and found["id"] not in visited:
+        visited.add(found["id"])
+        found = by_id.get(found.get("mergedInto"))
+    return found if found is not None and found["active"] else None
 
 
 def create_space(tools: ToolBox, name: str, description: str) -> str:

@@ -11,7 +11,10 @@ worker's output.
 
 Writes are staged, not executed: a write tool checks its arguments exactly as the service will
 and answers with a provisional id (``pending-1``; a space created in the run is
-``pending-space-1``), which later staged writes of the same run may use. After the worker's
+``pending-space-1``), which later staged writes of the same run may use. A staged space
+creation keeps the ids of the spaces the run's listings returned (what its worker decided
+on), so that applying it adopts an identical space another writer created in the meantime
+instead of making a twin. After the worker's
 result passed every host check, :meth:`ScopedTools.apply` executes the staged writes in order
 through the service; if the result is refused, nothing was written.
 
@@ -157,6 +160,7 @@ class StagedWrite:
     tool: str
     args: Any
     pending_id: str | None  # provisional id handed to the worker, if any
+    seen: frozenset[str] | None = None  # a space creation: the space ids the run had listed
 
 
 @attrs.frozen
@@ -211,6 +215,7 @@ class ScopedTools:
         self.refused: list[str] = []
         self.evidence: dict[tuple[str, str], dict[str, Any]] = {}  # (space, id) -> hit json
         self.staged: list[StagedWrite] = []
+        self._listed: set[str] = set()  # ids of the spaces this run's listings returned
         self._search_hits: dict[tuple[str, str], SearchHit] = {}
 
     @property
@@ -249,7 +254,9 @@ class ScopedTools:
 
     def _memory_bodies(self, _: NoArgs) -> list[dict[str, Any]]:
         caps = attrs.asdict(self._service.store.capabilities)
-        return [{**s.to_json(), "capabilities": caps} for s in self._service.spaces()]
+        spaces = self._service.spaces()
+        self._listed.update(s.id for s in spaces)
+        return [{**s.to_json(), "capabilities": caps} for s in spaces]
 
     def _recall(self, a: RecallArgs) -> dict[str, Any]:
         result = self._service.search(
@@ -276,10 +283,12 @@ class ScopedTools:
 
     # -- staged writes ---------------------------------------------------------------------
 
-    def _stage(self, tool: str, args: Any, prefix: str | None) -> dict[str, Any]:
+    def _stage(
+        self, tool: str, args: Any, prefix: str | None, seen: frozenset[str] | None = None
+    ) -> dict[str, Any]:
         def write() -> str | None:
             pending = None if prefix is None else f"{prefix}-{len(self.staged) + 1}"
-            self.staged.append(StagedWrite(tool, args, pending))
+            self.staged.append(StagedWrite(tool, args, pending, seen))
             return pending
 
         pending = self.scope.stage(write)
@@ -312,8 +321,12 @@ class ScopedTools:
         return self._stage("mnemon_forget", a, None)
 
     def _memory_body_create(self, a: BodyCreateArgs) -> dict[str, Any]:
+        """Stage a creation with the spaces the run has listed, the ones its worker decided
+        on: when it is applied, a twin of it that is none of them (another writer created it
+        meanwhile) is used instead of a second one (:meth:`Catalog.create`)."""
         self._service.check_space_text(a.name, a.description)
-        return self._stage("mnemon_memory_body_create", a, "pending-space")
+        seen = frozenset(self._listed)
+        return self._stage("mnemon_memory_body_create", a, "pending-space", seen)
 
     def _memory_body_update(self, a: BodyUpdateArgs) -> dict[str, Any]:
         pending = self._pending(a.memory_body_id)
@@ -389,7 +402,9 @@ class ScopedTools:
                 elif w.tool == "mnemon_forget":
                     receipt = service.forget(real(a.memory_body_id), real(a.id) or "")
                 elif w.tool == "mnemon_memory_body_create":
-                    space = service.create_space(a.name, a.description, active=a.active)
+                    space = service.create_space(
+                        a.name, a.description, active=a.active, seen=w.seen
+                    )
                     receipt = {**space.to_json(), "memoryBodyId": space.id}
                 elif w.tool == "mnemon_memory_body_update":
                     space = service.update_space(

@@ -67,7 +67,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidInput, StorageError, UnknownSpace
-from .. import checks
+from .. import checks, layout
+from ..layout import DB_FILE
 from ..locks import path_lock
 from ..sqlite.reads import in_order
 from ..values import (
@@ -106,7 +107,6 @@ from .output import (
 from .process import _failure, run_process
 from .viz import parse_viz_html
 
-DB_FILE = "mnemon.db"
 LIST_LIMIT = checks.LIMIT_MAX
 _FULL_ROW = frozenset({"tags", "entities", "source", "access_count", "created_at", "updated_at"})
 
@@ -223,20 +223,7 @@ class MnemonCliStore:
     # -- spaces -------------------------------------------------------------------------------
 
     def spaces(self) -> tuple[str, ...]:
-        data = self._root / "data"
-        try:
-            names = os.listdir(data)
-        except FileNotFoundError:
-            return ()
-        except OSError as exc:
-            raise StorageError(f"listing spaces failed: {exc}") from exc
-        return tuple(
-            sorted(
-                name
-                for name in names
-                if checks.SPACE_ID.fullmatch(name) and (data / name / DB_FILE).is_file()
-            )
-        )
+        return layout.list_stores(self._root)  # a symlinked store is never listed
 
     def create_space(self, space: str) -> None:
         space = checks.space_id(space)

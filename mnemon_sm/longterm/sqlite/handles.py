@@ -5,7 +5,8 @@ Theory of operation
 A :class:`Handle` owns the connection to one ``mnemon.db`` with the side index attached, the
 process-wide lock of that file (``locks.path_lock``, re-entrant, shared by every store object
 of the process) and the identity (device, inode) of the file it opened, so a replaced file is
-noticed and reopened by the store.
+noticed and reopened by the store. It is opened through a :class:`~.pin.Pin`: no symlink in
+``data/<space>/`` is ever followed (the checks, and what they leave open, are there).
 
 Rules kept:
 
@@ -16,7 +17,7 @@ Rules kept:
   the side index in a short write transaction, if another connection changed either file.
 - Closing checkpoints the WAL of both files with ``TRUNCATE`` when asked.
 - A read-only handle writes no file: ``mnemon.db`` is opened read-only (immutable when no
-  writer has it open, see :func:`.schema.connect_read_only`), its schema only checked, and
+  writer has it open, see :func:`.schema.open_connection`), its schema only checked, and
   the side index is a private one in memory (:meth:`.SideIndex.attach`); an immutable
   handle's ``identity`` also holds the file's size and times, so a change is noticed.
 - Directories created here are 0700; a ``sqlite3`` or operating-system failure is reported as
@@ -37,8 +38,11 @@ import attrs
 
 from ...errors import CorruptStore, StorageError
 from ...ports import Clock
+from .. import layout
+from ..layout import DB_FILE
 from ..locks import path_lock
 from . import schema
+from .pin import Pin
 from .rows import IdSequence
 from .sideindex import INDEX_FILE, SideIndex
 from .tx import Tx
@@ -83,31 +87,42 @@ class Handle:
     @classmethod
     def open(
         cls,
-        db: Path,
-        identity: tuple[int, ...],
-        where: str,
+        root: Path,
+        space: str,
         durability: str = "full",
         progress: Callable[[int, int], None] | None = None,
         *,
         readonly: bool = False,
         immutable: bool = False,
+        extra: tuple[int, ...] = (),
     ) -> Handle:
-        """Connect, complete the schema, attach the side index. ``where`` names the file
-        relative to the storage root in errors. ``readonly``: change and create nothing
-        (``immutable``: read the file as it is, see :func:`.schema.connect_read_only`)."""
+        """Connect to ``data/<space>/mnemon.db`` following no symlink (:mod:`.pin`), complete
+        the schema, attach the side index. ``readonly``: change and create nothing (the
+        schema only checked, the side index private in memory; ``immutable``: read the file
+        as it is, see :func:`.schema.open_connection`). ``extra`` is appended to the file's
+        identity (what else the caller compares to know the handle still right)."""
+        db = root / "data" / space / DB_FILE
+        where = layout.where(space, DB_FILE)
         lock = path_lock(db)
         with lock:
             conn: sqlite3.Connection | None = None
+            pin: Pin | None = None
             try:
-                schema.check_file(str(db), where)
-                if readonly:
-                    conn = schema.connect_read_only(str(db), immutable=immutable)
-                    schema.check_schema(conn, where)
-                else:
-                    conn = schema.connect(str(db), durability)
-                    schema.ensure_schema(conn, where)
+                pin = Pin(root, space)
+                schema.check_header(pin.fd, where)
+                mode = "immutable=1" if immutable else "mode=ro" if readonly else "mode=rw"
+                conn = schema.open_connection(str(db), mode)
+                pin.check_opened(conn)
                 index = SideIndex(conn, str(db.parent / INDEX_FILE), progress)
-                index.attach(private=readonly)
+                if readonly:
+                    schema.configure_read_only(conn)
+                    schema.check_schema(conn, where)
+                    index.attach(private=True)
+                else:
+                    schema.configure(conn, durability)
+                    schema.ensure_schema(conn, where)
+                    index.attach(pin.check_index)
+                identity = (*pin.identity, *extra)
                 return cls(conn, index, lock, identity, str(db), immutable=immutable)
             except (sqlite3.Error, OSError) as exc:
                 if conn is not None:
@@ -119,6 +134,9 @@ class Handle:
                 if conn is not None:
                     conn.close()
                 raise
+            finally:
+                if pin is not None:
+                    pin.close()
 
     def close(self, *, checkpoint: bool) -> None:
         if self.closed:

@@ -21,7 +21,7 @@ Rules kept:
   core columns is refused as corrupt.
 - Every connection: WAL, ``foreign_keys`` on, a 5 s busy timeout, autocommit (transactions are
   explicit, writes in ``BEGIN IMMEDIATE``), a 64 MiB page cache; it opens an existing file only.
-  A read-only connection (:func:`connect_read_only`) changes nothing and creates no file.
+  A read-only connection (``mode=ro`` or ``immutable=1``) changes nothing and creates no file.
 """
 
 from __future__ import annotations
@@ -37,13 +37,14 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "DDL",
     "SCHEMA_VERSION",
-    "check_file",
+    "check_header",
     "check_schema",
-    "connect",
-    "connect_read_only",
+    "configure",
+    "configure_read_only",
     "create",
     "ensure_schema",
     "not_a_database",
+    "open_connection",
 ]
 
 SCHEMA_VERSION = 1
@@ -126,18 +127,30 @@ _ADDED_COLUMNS = {
 SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 
 
-def connect(path: str, durability: str = "full") -> sqlite3.Connection:
+def open_connection(path: str, mode: str = "mode=rw") -> sqlite3.Connection:
     """Open the existing file ``path`` (never create it: a store is created on purpose, with
-    its mode) with the store's settings: autocommit, WAL, foreign keys, busy timeout, and the
-    root's durability: ``full`` syncs the WAL on every commit, ``normal`` at checkpoints only
-    (a commit may be lost to a power cut, never torn), ``off`` never."""
-    conn = sqlite3.connect(
-        Path(path).absolute().as_uri() + "?mode=rw",
+    its mode) and run nothing on it: the caller checks which file SQLite opened before the
+    first statement that may write (see :mod:`.handles`), then calls :func:`configure` (or
+    :func:`configure_read_only`).
+
+    ``mode``: ``mode=rw``; ``mode=ro`` to read through a writer's WAL; ``immutable=1`` when no
+    ``-wal`` file exists (no writer has the file open): SQLite reads the file as it is, with no
+    locks and no ``-wal``/``-shm`` files (which a plain read-only connection creates when they
+    are missing, and cannot create on a read-only mount); the caller must notice a later change
+    of the file itself (:class:`~.handles.Handle`)."""
+    return sqlite3.connect(
+        Path(path).absolute().as_uri() + "?" + mode,
         uri=True,
         timeout=BUSY_TIMEOUT_MS / 1000,
         isolation_level=None,
         check_same_thread=False,
     )
+
+
+def configure(conn: sqlite3.Connection, durability: str = "full") -> None:
+    """The store's settings: autocommit, WAL, foreign keys, busy timeout, and the root's
+    durability: ``full`` syncs the WAL on every commit, ``normal`` at checkpoints only (a
+    commit may be lost to a power cut, never torn), ``off`` never."""
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA journal_mode = WAL")
@@ -147,37 +160,20 @@ def connect(path: str, durability: str = "full") -> sqlite3.Connection:
     # memory: on disk they spill to a temporary file past 64 KiB and a remember then pays
     # hundreds of small writes to it.
     conn.execute("PRAGMA temp_store = MEMORY")
-    return conn
 
 
-def connect_read_only(path: str, *, immutable: bool) -> sqlite3.Connection:
-    """Open the existing file ``path`` for reading only, creating nothing beside it.
-
-    ``immutable`` (no ``-wal`` file exists, so no writer has the file open): SQLite reads the
-    file as it is, with no locks and no ``-wal``/``-shm`` files (which a plain read-only
-    connection creates when they are missing, and cannot create on a read-only mount); the
-    caller must notice a later change of the file itself (:class:`~.handles.Handle`).
-    Otherwise SQLite reads through the writer's WAL, as any reader does. Same busy timeout,
-    page cache and temporary storage as :func:`connect`.
-    """
-    mode = "immutable=1" if immutable else "mode=ro"
-    conn = sqlite3.connect(
-        Path(path).absolute().as_uri() + "?" + mode,
-        uri=True,
-        timeout=BUSY_TIMEOUT_MS / 1000,
-        isolation_level=None,
-        check_same_thread=False,
-    )
+def configure_read_only(conn: sqlite3.Connection) -> None:
+    """What :func:`configure` sets that a read-only connection may: busy timeout, page cache,
+    temporary storage in memory."""
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
     conn.execute("PRAGMA temp_store = MEMORY")
-    return conn
 
 
 def create(path: str, where: str) -> None:
     """Write a new store with the full schema at ``path``, a file that must not exist (mode
     0600, no symlink followed). The caller moves it into place: a ``mnemon.db`` of length
-    zero is then never ours (see :func:`check_file`)."""
+    zero is then never ours (see :func:`check_header`)."""
     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
     conn = sqlite3.connect(Path(path).absolute().as_uri() + "?mode=rw", uri=True)
     try:
@@ -192,12 +188,11 @@ SQLITE_HEADER = b"SQLite format 3\x00"  # the first bytes of every SQLite databa
 SQLITE_NOTADB = 26  # the primary result code of "file is not a database"
 
 
-def check_file(path: str, where: str) -> None:
-    """Refuse, before SQLite opens it, a store file no program made as a database: empty
-    (SQLite would take it for a new database and write a schema into it) or without SQLite's
-    header (with a WAL file beside it, SQLite would replay pages into it)."""
-    with open(path, "rb") as handle:
-        head = handle.read(len(SQLITE_HEADER))
+def check_header(fd: int, where: str) -> None:
+    """Refuse, before SQLite opens it, a store file (open as ``fd``) no program made as a
+    database: empty (SQLite would take it for a new database and write a schema into it) or
+    without SQLite's header (with a WAL file beside it, SQLite would replay pages into it)."""
+    head = os.pread(fd, len(SQLITE_HEADER), 0)
     if not head:
         raise CorruptStore(f"{where} is empty, not a Mnemon store", path=where)
     if head != SQLITE_HEADER:

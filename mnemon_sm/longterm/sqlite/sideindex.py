@@ -140,29 +140,39 @@ class SideIndex:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def attach(self, *, private: bool = False) -> None:
+    def attach(
+        self, checked: Callable[[sqlite3.Connection], None] | None = None, *, private: bool = False
+    ) -> None:
         """Attach the index file (created 0600 if missing; recreated if unreadable).
+        ``checked(conn)`` runs right after the ``ATTACH``, before anything is read or written
+        there (the check that SQLite opened the right file, see :mod:`.pin`).
 
         ``private``: attach an index in memory instead, built from ``mnemon.db`` on first use
         and kept current the same way, for a store that must write no file (read-only).
         """
         if private:
-            self._attach(":memory:")
+            self._attach(None, ":memory:")
             return
         try:
-            self._attach(self.path)
+            self._attach(checked)
         except sqlite3.DatabaseError:
             if any(row[1] == "idx" for row in self.conn.execute("PRAGMA database_list")):
                 self.conn.execute("DETACH DATABASE idx")
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(self.path + suffix):
                     os.unlink(self.path + suffix)
-            self._attach(self.path)
+            self._attach(checked)
 
-    def _attach(self, path: str) -> None:
+    def _attach(
+        self, checked: Callable[[sqlite3.Connection], None] | None, path: str | None = None
+    ) -> None:
+        path = self.path if path is None else path
         if path != ":memory:":
-            os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+            # never through a link (O_NOFOLLOW); the open's own checks are in .pin
+            os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600))
         self.conn.execute("ATTACH DATABASE ? AS idx", (path,))
+        if checked is not None:
+            checked(self.conn)
         self.conn.execute("PRAGMA idx.journal_mode = WAL")
         self.conn.execute("PRAGMA idx.synchronous = NORMAL")  # rebuildable: no fsync per commit
         self.conn.execute("BEGIN IMMEDIATE")

@@ -5,7 +5,10 @@ Theory of operation
 A space is a Mnemon store: the directory ``<root>/data/<space>/`` holding ``mnemon.db`` (shared
 with the real Mnemon, schema in :mod:`.schema`) and our rebuildable side index (:mod:`.sideindex`).
 Directories we create are 0700 and files 0600 (SQLite gives ``-wal`` and ``-shm`` the mode of
-their database).
+their database). No symlink below the root is followed: every operation lstat's the path of its
+store from the root down (:mod:`..layout`), an open is bracketed by the checks of :mod:`.pin`,
+and stores behind a link are not listed. Drafts of creations that crashed are removed when
+their space is opened or listed (:mod:`.drafts`).
 
 Each space gets one connection (:class:`handles.Handle`), opened on first use, reopened when
 the file was replaced, and kept until :meth:`EmbeddedStore.close` (which checkpoints the WAL with
@@ -48,8 +51,9 @@ import attrs
 
 from ...errors import EmbeddingFailed, InvalidInput, StorageError, UnknownSpace
 from ...ports import Clock
-from .. import checks
+from .. import checks, layout
 from ..embed import Embedder, Vectors, embed_checked
+from ..layout import DB_FILE
 from ..locks import path_lock
 from ..values import (
     Capabilities,
@@ -64,7 +68,7 @@ from ..values import (
     RememberReceipt,
     SpaceStatus,
 )
-from . import reads, schema, vectors, writes
+from . import drafts, reads, schema, vectors, writes
 from .handles import Handle, fsync_directory, mkdir_private, storage_error
 from .reads import in_order
 from .sideindex import SideIndex
@@ -74,7 +78,6 @@ from .vectors import EMBED_PER_RECALL, VectorSet
 __all__ = ["DB_FILE", "DENSE_UNAVAILABLE", "EmbeddedStore"]
 
 T = TypeVar("T")
-DB_FILE = "mnemon.db"
 DENSE_UNAVAILABLE = "dense_unavailable"  # the hint of a relevance recall whose embedder failed
 _QUERY_CACHE = 256
 _OPLOG_NAMES = {
@@ -153,22 +156,15 @@ class EmbeddedStore:
     def _db(self, space: str) -> Path:
         return self._root / "data" / space / DB_FILE
 
-    def _identity(self, db: Path) -> tuple[int, ...]:
-        """What makes an open handle still right for ``db``: the file (device, inode); for a
-        read-only store also whether a WAL exists and, when none does (the handle is then
-        immutable), the file's size and times."""
-        info = os.stat(db)
-        identity: tuple[int, ...] = (info.st_dev, info.st_ino)
-        if not self._readonly:
-            return identity
-        if os.path.lexists(f"{db}-wal"):
-            return (*identity, 1)
-        return (*identity, 0, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
     def _handle(self, space: str) -> Handle:
-        db = self._db(checks.space_id(space))
+        """The open handle of ``space``: its path is lstat'ed down from the root on every call
+        (a link is refused, a replaced file reopened); opening a space first removes its stale
+        drafts (:mod:`.drafts`)."""
+        space = checks.space_id(space)
         try:
-            identity = self._identity(db)
+            info = layout.check_store(self._root, space)
+            extra = self._extra(space, info)
+            identity = (*layout.identity(info), *extra)
         except FileNotFoundError:
             raise UnknownSpace(f"no space {space!r}") from None
         except OSError as exc:
@@ -181,14 +177,16 @@ class EmbeddedStore:
                 with handle.lock:
                     handle.close(checkpoint=False)
             report = self._progress
+            if not self._readonly:
+                drafts.remove_stale(self._db(space).parent)
             handle = Handle.open(
-                db,
-                identity,
-                f"data/{space}/{DB_FILE}",
+                self._root,
+                space,
                 self._durability,
                 None if report is None else lambda done, total: report(space, done, total),
                 readonly=self._readonly,
-                immutable=self._readonly and identity[2] == 0,
+                immutable=self._readonly and extra[0] == 0,
+                extra=extra,
             )
             self._handles[space] = handle
             return handle
@@ -210,18 +208,29 @@ class EmbeddedStore:
         with self._locked(space, what) as handle:
             return handle.write(body, self._clock)
 
+    def _extra(self, space: str, info: os.stat_result) -> tuple[int, ...]:
+        """What else makes an open handle still right for a read-only store: whether a WAL
+        exists and, when none does (the handle is then immutable), the file's size and
+        times. Nothing for a writable store."""
+        if not self._readonly:
+            return ()
+        if os.path.lexists(f"{self._db(space)}-wal"):
+            return (1,)
+        return (0, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
     def _read(self, space: str, what: str, body: Callable[[Handle], T], *, index: bool) -> T:
         while True:
             with self._locked(space, what) as handle:
                 result = handle.read(body, self._clock, sync_index=index)
-                if not handle.immutable or self._unchanged(handle):
+                if not handle.immutable or self._unchanged(space, handle):
                     return result
             # A writer changed the file under an immutable read: read again, through the
             # handle of the file as it is now.
 
-    def _unchanged(self, handle: Handle) -> bool:
+    def _unchanged(self, space: str, handle: Handle) -> bool:
         try:
-            return self._identity(Path(handle.db_path)) == handle.identity
+            info = layout.check_store(self._root, space)
+            return (*layout.identity(info), *self._extra(space, info)) == handle.identity
         except OSError:
             return False
 
@@ -250,38 +259,34 @@ class EmbeddedStore:
     # -- spaces -------------------------------------------------------------------------------
 
     def spaces(self) -> tuple[str, ...]:
-        data = self._root / "data"
-        try:
-            names = os.listdir(data)
-        except FileNotFoundError:
-            return ()
-        except OSError as exc:
-            raise storage_error("listing spaces", exc) from exc
-        return tuple(
-            sorted(
-                name
-                for name in names
-                if checks.SPACE_ID.fullmatch(name) and (data / name / DB_FILE).is_file()
-            )
-        )
+        """The stores on disk (:func:`..layout.store_dirs`: a symlinked one is not listed, a
+        symlinked ``data/`` is ``CorruptStore``); a space directory without a store has its
+        stale drafts removed on the way (a crash during its first creation)."""
+        found = layout.store_dirs(self._root)
+        for name, is_store in found:
+            if not is_store and not self._readonly:
+                drafts.remove_stale(self._root / "data" / name)
+        return tuple(name for name, is_store in found if is_store)
 
     def create_space(self, space: str) -> None:
         db = self._db(checks.space_id(space))
-        where = f"data/{space}/{DB_FILE}"
+        where = layout.where(space, DB_FILE)
         try:
-            for directory in (self._root, db.parent.parent, db.parent):
-                mkdir_private(directory)
+            mkdir_private(self._root)  # the root itself may be a link; nothing below it
+            layout.ensure_dir(db.parent.parent, "data")
+            layout.ensure_dir(db.parent, layout.where(space))
             if os.path.lexists(db):
                 raise FileExistsError(db)
             # The schema is written beside the final name and linked into place, so no
             # program ever sees an empty mnemon.db of ours (an empty one is CorruptStore).
-            draft = db.with_name(f".{DB_FILE}.{os.getpid()}.{threading.get_ident()}.new")
+            draft = drafts.draft_path(db)
             draft.unlink(missing_ok=True)  # a crashed attempt of this same thread
             try:
                 schema.create(str(draft), where)
                 os.link(draft, db, follow_symlinks=False)  # FileExistsError when beaten to it
             finally:
                 draft.unlink(missing_ok=True)
+            made = layout.identity(os.lstat(db))
             fsync_directory(db.parent)
         except FileExistsError:
             raise InvalidInput(f"space {space!r} already exists") from None
@@ -292,9 +297,20 @@ class EmbeddedStore:
         except BaseException:
             with self._guard:
                 self._handles.pop(space, None)
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{db}{suffix}").unlink(missing_ok=True)
+            self._discard(space, made)
             raise
+
+    def _discard(self, space: str, made: layout.Identity) -> None:
+        """Remove a store this object just created and could not open, only while its path
+        still leads, through no link, to the very file it created."""
+        try:
+            if layout.identity(layout.check_store(self._root, space)) != made:
+                return
+        except (OSError, StorageError):
+            return
+        db = self._db(space)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
 
     def delete_space(self, space: str) -> None:
         db = self._db(checks.space_id(space))
@@ -303,8 +319,12 @@ class EmbeddedStore:
         with path_lock(db):
             if handle is not None:
                 handle.close(checkpoint=False)
-            if not db.is_file():
-                raise UnknownSpace(f"no space {space!r}")
+            try:
+                layout.check_store(self._root, space)  # never through a link
+            except FileNotFoundError:
+                raise UnknownSpace(f"no space {space!r}") from None
+            except OSError as exc:
+                raise storage_error(f"deleting space {space!r}", exc) from exc
             try:
                 shutil.rmtree(db.parent)
             except OSError as exc:
