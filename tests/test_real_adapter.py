@@ -173,6 +173,33 @@ def test_real_locks_refuse_a_symlink(tmp_path: Path, lock_name: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "name", ["runtime/.memories.lock", "documents/.index.lock", "state/lifecycle/.main.lock"]
+)
+def test_real_locks_never_follow_a_symlinked_directory(tmp_path: Path, name: str) -> None:
+    """A lock's directory swapped for a symlink out of the root: refused, nothing created or
+    changed in the target (the flock file, the reference's file and the aside name alike),
+    also while a lock is held there."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "root"
+    directory = (root / name).parent
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    directory.symlink_to(outside, target_is_directory=True)
+    locks = RealLocks(root)
+    with pytest.raises(StorageError, match="symbolic link"):
+        locks.acquire(name, 100)
+    assert list(outside.iterdir()) == []
+    directory.unlink()
+    locks.acquire(name, 100)  # held in the real directory
+    directory.rename(tmp_path / "parked")
+    directory.symlink_to(outside, target_is_directory=True)  # swapped while held
+    locks.release(name)
+    assert list(outside.iterdir()) == []
+    if name in REFERENCE_LOCKS:  # removed from the directory it was made in
+        assert not (tmp_path / "parked" / Path(name).name).exists()
+
+
+@pytest.mark.parametrize(
     "operation",
     [
         pytest.param(lambda r: r.hot.add("user", "new"), id="add"),
@@ -310,12 +337,14 @@ def test_removing_a_judged_file_puts_back_one_that_replaced_it(tmp_path: Path) -
     judged = (path.stat().st_dev, path.stat().st_ino)
     path.rename(tmp_path / "judged")  # kept elsewhere, so its inode is not reused
     path.write_bytes(b"theirs")  # another program's, in its place since
-    real_module._remove_if(str(path), judged)
+    where = real_module._Dir.open(real_module.RealFiles(tmp_path), ["runtime"])
+    real_module._remove_if(where, path.name, judged)
     assert path.read_bytes() == b"theirs"
     assert os.listdir(runtime) == [".memories.lock"]
-    real_module._remove_if(str(path), (path.stat().st_dev, path.stat().st_ino))
+    real_module._remove_if(where, path.name, (path.stat().st_dev, path.stat().st_ino))
     assert os.listdir(runtime) == []
-    real_module._remove_if(str(path), judged)  # a missing file is no error
+    real_module._remove_if(where, path.name, judged)  # a missing file is no error
+    where.close()
 
 
 def test_other_lock_names_are_plain_flocks(tmp_path: Path) -> None:

@@ -59,9 +59,14 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _CLOEXEC
 # Directories are walked with dir_fd where the platform has it (every POSIX system).
-_AT = {os.open, os.mkdir, os.unlink, os.rename} <= os.supports_dir_fd and os.listdir in (
-    os.supports_fd
-)
+_AT = {
+    os.open,
+    os.mkdir,
+    os.unlink,
+    os.rename,
+    os.link,
+    os.stat,
+} <= os.supports_dir_fd and os.listdir in (os.supports_fd)
 
 # A stat-based "unchanged" proof is only trusted once the file's times are this far in the
 # past: timestamps are coarse (a few ms on ext4, 1 s on ext3 and many network mounts, 2 s on
@@ -380,54 +385,72 @@ def _read_all(fd: int) -> bytes:
 class RealLocks:
     """Cross-process locks of one storage root (see the module's notes): ``flock`` on
     ``<root>/<name>``, mode 0600; for :data:`REFERENCE_LOCKS`, ``flock`` on a sibling file plus
-    the reference's exclusive lock file."""
+    the reference's exclusive lock file. A lock's directory is reached like every path of
+    :class:`RealFiles` (no symlinked component followed) and held open while the lock is, so
+    every later step works in that very directory."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._files = RealFiles(root)
-        # name -> (flock fd, absolute path of the reference's file or None, our inode)
-        self._held: dict[str, tuple[int, str | None, tuple[int, int]]] = {}
+        # name -> (flock fd, its directory, the reference's file name or None, our inode)
+        self._held: dict[str, tuple[int, _Dir, str | None, tuple[int, int]]] = {}
 
     def acquire(self, name: str, timeout_ms: int) -> None:
         deadline = time.monotonic() + timeout_ms / 1000
-        full = self._files._abs(name)  # same path rules as files
+        parts = self._files._parts(name)  # same path rules as files
         reference = name in REFERENCE_LOCKS
-        flock_path = full.removesuffix(".lock") + ".flock" if reference else full
-        # Missing directories are made 0700, like every other directory of the root.
-        directory = name.rpartition("/")[0]
-        if directory and not os.path.isdir(self._files._abs(directory)):
-            self._files.ensure_dir(directory)
-        fd = _flock(name, flock_path, deadline, timeout_ms)
+        leaf = parts[-1]
+        flock_leaf = leaf.removesuffix(".lock") + ".flock" if reference else leaf
+        where = self._directory(name, parts[:-1])
         try:
-            st = os.fstat(fd)
-            mine = (st.st_dev, st.st_ino)
-            if reference:
-                _claim_reference(name, full, flock_path, fd, mine, deadline, timeout_ms)
+            fd = _flock(name, where, flock_leaf, deadline, timeout_ms)
+            try:
+                st = os.fstat(fd)
+                mine = (st.st_dev, st.st_ino)
+                if reference:
+                    _claim_reference(name, where, leaf, flock_leaf, fd, mine, deadline, timeout_ms)
+            except BaseException:
+                os.close(fd)  # drops the flock
+                raise
         except BaseException:
-            os.close(fd)  # drops the flock
+            where.close()
             raise
-        self._held[name] = (fd, full if reference else None, mine)
+        self._held[name] = (fd, where, leaf if reference else None, mine)
+
+    def _directory(self, name: str, parts: list[str]) -> _Dir:
+        """The lock's directory, no component followed if it is a symlink; made (0700, like
+        every other directory of the root) when missing."""
+        try:
+            try:
+                return _Dir.open(self._files, parts)
+            except FileNotFoundError:
+                self._files.ensure_dir("/".join(parts))
+                return _Dir.open(self._files, parts)
+        except OSError as exc:
+            raise _storage_error("lock", name, exc) from exc
 
     def release(self, name: str) -> None:
         held = self._held.pop(name, None)
         if held is None:
             return
-        fd, reference, mine = held
+        fd, where, reference, mine = held
         try:
             if reference is not None:
-                _remove_if(reference, mine)
+                _remove_if(where, reference, mine)
         except OSError as exc:
             # The file keeps our marker: the next holder of the flock removes it at once.
             raise _storage_error("release the lock", name, exc) from exc
         finally:
             os.close(fd)  # drops the flock
+            where.close()
 
     def release_all(self) -> None:
         """Drop every ``flock`` this object holds and nothing else: what the kernel does when a
         process dies (a reference lock file it created stays, carrying our marker)."""
         held, self._held = self._held, {}
-        for fd, _, _ in held.values():
+        for fd, where, _, _ in held.values():
             os.close(fd)
+            where.close()
 
     def __del__(self) -> None:
         # An object dropped while holding locks lets them go as a dead process would.
@@ -435,14 +458,46 @@ class RealLocks:
             self.release_all()
 
 
+class _Dir:
+    """A directory below the root reached following no symlink: its descriptor (every call
+    then names files relative to it) or, where the platform has no ``dir_fd``, its absolute
+    path once each component was checked with ``lstat``."""
+
+    def __init__(self, fd: int | None, path: str) -> None:
+        self.fd, self._path = fd, path
+
+    @classmethod
+    def open(cls, files: RealFiles, parts: list[str]) -> _Dir:
+        """Raises ``OSError`` (``ELOOP`` for a symlinked component)."""
+        if _AT:
+            return cls(files._open_dir(parts), "")
+        _check_components(files._base, parts)
+        return cls(None, os.path.join(files._base, *parts))
+
+    def name(self, leaf: str) -> str:
+        """How to name ``leaf`` in this directory, along with ``dir_fd=self.fd``."""
+        return leaf if self.fd is not None else os.path.join(self._path, leaf)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 def _timeout(name: str, timeout_ms: int) -> LockTimeout:
     return LockTimeout(f"timed out after {timeout_ms} ms waiting for the lock {name}")
 
 
-def _flock(name: str, path: str, deadline: float, timeout_ms: int) -> int:
-    """Open (creating it 0600, never through a symlink) and ``flock`` ``path``; return the fd."""
+def _flock(name: str, where: _Dir, leaf: str, deadline: float, timeout_ms: int) -> int:
+    """Open (creating it 0600, never through a symlink) and ``flock`` ``leaf`` of ``where``;
+    return the fd."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)
+        fd = os.open(
+            where.name(leaf),
+            os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC,
+            0o600,
+            dir_fd=where.fd,
+        )
     except OSError as exc:
         raise _storage_error("lock", name, exc) from exc
     while True:
@@ -462,25 +517,33 @@ def _flock(name: str, path: str, deadline: float, timeout_ms: int) -> int:
 
 def _claim_reference(
     name: str,
-    path: str,
-    flock_path: str,
+    where: _Dir,
+    leaf: str,
+    flock_leaf: str,
     fd: int,
     mine: tuple[int, int],
     deadline: float,
     timeout_ms: int,
 ) -> None:
-    """Create the reference's lock file ``path`` by its rules (steps 2 and 3 of the module's
-    notes); the caller holds the ``flock`` of ``flock_path`` (open as ``fd``)."""
+    """Create the reference's lock file ``leaf`` of ``where`` by its rules (steps 2 and 3 of
+    the module's notes); the caller holds the ``flock`` of ``flock_leaf`` (open as ``fd``)."""
+    at = where.fd
     try:
         while True:
             os.utime(fd)  # the link is born with this mtime: fresh for the reference
             try:
-                os.link(flock_path, path, follow_symlinks=False)
+                os.link(
+                    where.name(flock_leaf),
+                    where.name(leaf),
+                    src_dir_fd=at,
+                    dst_dir_fd=at,
+                    follow_symlinks=False,
+                )
                 return
             except FileExistsError:
                 pass
             try:
-                st = os.lstat(path)
+                st = os.stat(where.name(leaf), dir_fd=at, follow_symlinks=False)
             except FileNotFoundError:
                 continue  # vanished: at once
             if stat.S_ISLNK(st.st_mode):
@@ -488,7 +551,7 @@ def _claim_reference(
             found = (st.st_dev, st.st_ino)
             if found == mine or time.time_ns() - st.st_mtime_ns > _REFERENCE_STALE_NS:
                 # Ours, from a process that died holding it, or stale by the reference's rule.
-                _remove_if(path, found)
+                _remove_if(where, leaf, found)
                 continue
             if time.monotonic() >= deadline:
                 raise _timeout(name, timeout_ms)
@@ -499,24 +562,31 @@ def _claim_reference(
         raise _storage_error("lock", name, exc) from exc
 
 
-def _remove_if(path: str, identity: tuple[int, int]) -> None:
-    """Remove ``path`` if the file there is still the one of ``identity`` (device, inode).
-    The file is first renamed aside (atomically), so a lock another program created in its
-    place since it was judged is put back instead of deleted."""
+def _remove_if(where: _Dir, leaf: str, identity: tuple[int, int]) -> None:
+    """Remove ``leaf`` of ``where`` if the file there is still the one of ``identity``
+    (device, inode). The file is first renamed aside (atomically), so a lock another program
+    created in its place since it was judged is put back instead of deleted."""
     # A temporary name (``TEMP_NAME``: the lock names start with a dot), cleaned up by openers
     # should this process die here.
-    aside = f"{path}.{os.getpid()}.{time.time_ns() // 1_000_000}.{threading.get_ident():x}.tmp"
+    aside = f"{leaf}.{os.getpid()}.{time.time_ns() // 1_000_000}.{threading.get_ident():x}.tmp"
+    at = where.fd
     try:
-        os.rename(path, aside)
+        os.rename(where.name(leaf), where.name(aside), src_dir_fd=at, dst_dir_fd=at)
     except FileNotFoundError:
         return
     try:
-        st = os.lstat(aside)
+        st = os.stat(where.name(aside), dir_fd=at, follow_symlinks=False)
         if (st.st_dev, st.st_ino) != identity:
             with contextlib.suppress(FileExistsError):
-                os.link(aside, path, follow_symlinks=False)
+                os.link(
+                    where.name(aside),
+                    where.name(leaf),
+                    src_dir_fd=at,
+                    dst_dir_fd=at,
+                    follow_symlinks=False,
+                )
     finally:
-        os.unlink(aside)
+        os.unlink(where.name(aside), dir_fd=at)
 
 
 class SystemClock:
