@@ -14,6 +14,7 @@ import pytest
 
 from mnemon_sm import Config, MemoryRoot, WorkerFailed
 from mnemon_sm.documents.model import INDEX_PATH, slug
+from mnemon_sm.documents.values import DocumentResult
 from mnemon_sm.errors import (
     CorruptStore,
     DocumentArchived,
@@ -25,6 +26,7 @@ from mnemon_sm.errors import (
     StorageError,
 )
 from mnemon_sm.ports import Ports
+from mnemon_sm.testing.coverage import TransitionRecorder
 from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import insight_contents, world
@@ -545,25 +547,56 @@ def test_a_directory_swapped_for_a_symlink_during_the_archive_is_refused(
     assert root.documents.get(doc)[0].status == "active"
 
 
-def test_a_concurrent_create_that_takes_the_room_sends_the_request_back_to_planning() -> None:
+def _create_racing_the_commit() -> tuple[DocumentResult, list[str], list[str], Ports]:
+    """Two documents, then a create that fits; another root creates a document between the
+    planning's release of the index lock and the commit's acquire of it."""
     root, ports = open_root()
-    fill(root, ports, 2)
+    ids = fill(root, ports, 2)  # three documents fit, a fourth does not
     other = MemoryRoot.open("/roots/r", CONFIG, ports=ports)
     locks = ports.locks
     original = locks.acquire
-    fired: list[bool] = []
+    acquired: list[str] = []
+    sneaked: list[str] = []
 
     def acquire(name: str, timeout_ms: int) -> None:
-        if name == "documents/.index.lock" and not fired:
-            fired.append(True)
-            other.documents.create("Sneaky", BODY)  # lands between our plan and our commit
+        if name == "documents/.index.lock" and not sneaked:
+            acquired.append(name)
+            if len(acquired) == 2:  # the commit's, right after the planning's
+                sneaked.append(other.documents.create("Sneaky", BODY).document.id)
         original(name, timeout_ms)
 
     locks.acquire = acquire  # type: ignore[method-assign]
-    result = root.documents.create("Late runbook", BODY)
-    assert fired and result.archived  # planning ran again and archived to make room
-    total = sum(r["sizeBytes"] for r in index(ports) if r["status"] == "active")
-    assert total <= LIMIT
+    return root.documents.create("Late runbook", BODY), ids, sneaked, ports
+
+
+def test_a_concurrent_create_that_takes_the_room_sends_the_request_back_to_planning() -> None:
+    """``committing --commit_raced--> planning``: the plan fitted, but another writer took the
+    room before the commit. The commit plans again on the fresh index and goes back to
+    planning, which archives the least recently used document; the request succeeds and
+    nothing is written twice."""
+    recorder = TransitionRecorder()  # sees the machines started while it is installed
+    recorder.install()
+    try:
+        result, ids, sneaked, ports = _create_racing_the_commit()
+    finally:
+        recorder.uninstall()
+    raced = [
+        (flow, t.source, t.index)
+        for flow, t in recorder.all()
+        if flow == "document_mutation" and t.event == "commit_raced"
+    ]
+    assert len(raced) == 1 and raced[0] in recorder.seen
+    assert result.action == "created" and result.archived == (ids[0],)  # planned again
+    records = index(ports)
+    assert [r["id"] for r in records] == [*ids, *sneaked, result.document.id]
+    assert [r["status"] for r in records] == ["archived", "active", "active", "active"]
+    assert sum(r["sizeBytes"] for r in records if r["status"] == "active") <= LIMIT
+    assert set(files_of(ports)) == {INDEX_PATH} | {  # each document once, where its status says
+        f"documents/{r['status']}/{r['filename']}" for r in records
+    }
+    archived = f"/roots/r/documents/archived/{records[0]['filename']}"
+    held = [t for ts in insight_contents(ports).values() for t in ts if archived in t]
+    assert len(held) == 1 and records[0]["contentHash"] in held[0]  # one cold reference
 
 
 def test_a_storage_failure_in_the_commit_is_typed_and_acknowledges_nothing() -> None:

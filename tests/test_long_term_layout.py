@@ -6,7 +6,8 @@ it or the catalog is refused with a typed error naming the path, and the link's 
 every byte (no file changed, none added). Stores behind a link are not registered. A swap of a
 component between the check and SQLite's own open is caught by the checks after the open.
 Stale ``.mnemon.db.<pid>.<thread>.new`` drafts are removed when a space is opened or created,
-never one whose writer is alive and recent.
+never one whose writer is alive and recent. The checks around the open close no descriptor of
+a store file while a connection of the process may hold SQLite's locks on it.
 """
 
 from __future__ import annotations
@@ -317,24 +318,26 @@ def test_a_swap_to_a_link_while_sqlite_opens_is_caught(
 def test_a_side_index_link_appearing_just_before_attach_is_not_followed(
     tmp_path: Path, outside: Path
 ) -> None:
-    """The index is swapped for a link to another store between its creation (O_NOFOLLOW)
-    and SQLite's ATTACH: refused before SQLite reads or writes the link's target."""
+    """The index is swapped for a link to another store between its check (an existing one
+    is lstat'ed, not opened) and SQLite's ATTACH: refused before SQLite reads or writes the
+    link's target."""
     root = tmp_path / "root"
     closed_store(root, "default")
     index = root / "data" / "default" / "mnemon-sm-index.db"
     victim = outside / "data" / "victim" / "mnemon.db"
-    real_close = os.close
+    real_lstat = os.lstat
 
     class Swapping:
         def __getattr__(self, name: str) -> object:
             return getattr(os, name)
 
         @staticmethod
-        def close(fd: int) -> None:
-            real_close(fd)
+        def lstat(path: str) -> os.stat_result:
+            found = real_lstat(path)
             if not index.is_symlink():
                 index.unlink()
                 index.symlink_to(victim)
+            return found
 
     before = tree(outside)
     store = EmbeddedStore(root, FakeClock())
@@ -406,6 +409,56 @@ def test_a_creation_that_cannot_open_its_new_store_removes_nothing_through_a_lin
         with pytest.raises(CorruptStore, match="symbolic link"):
             store.create_space("fresh")
     assert tree(outside) == before
+
+
+# -- the pinned open keeps SQLite's locks -----------------------------------------------------
+
+OTHER_PROCESS = """
+import sys
+from pathlib import Path
+from mnemon_sm.longterm.sqlite import EmbeddedStore
+from mnemon_sm.testing.memory import FakeClock
+
+with EmbeddedStore(Path(sys.argv[1]), FakeClock()) as store:
+    if sys.argv[2] == "remember":
+        store.remember("default", "a memory of the other process")
+    else:
+        print("\\n".join(sorted(i.content for i in store.list("default"))))
+"""
+
+
+def other_process(root: Path, action: str) -> list[str]:
+    """Open ``root``'s store in another process, ``remember`` or ``list`` there, close it."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", OTHER_PROCESS, str(root), action], env=env,
+                          check=True, capture_output=True, text=True)  # fmt: skip
+    return done.stdout.splitlines()
+
+
+def test_another_process_closing_never_takes_an_open_store_for_unused(tmp_path: Path) -> None:
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it,
+    SQLite's included. While a store is open here, through two store objects (the second
+    opened and closed again), another process that closes the same store must still see it
+    in use: it leaves both WAL files in place, and what this process commits afterwards is
+    what every process reads (before, the other process deleted the WALs under this one, and
+    its later commits were lost to every other reader)."""
+    closed_store(tmp_path, "default")
+    folder = tmp_path / "data" / "default"
+    store = EmbeddedStore(tmp_path, FakeClock())
+    store.remember("default", "a memory of this process")
+    second = EmbeddedStore(tmp_path, FakeClock())  # its open and close keep the first's locks
+    assert len(second.list("default")) == 2
+    second.close()
+    other_process(tmp_path, "remember")
+    assert {"mnemon.db-wal", "mnemon-sm-index.db-wal"} <= set(os.listdir(folder))
+    store.remember("default", "a later memory of this process")
+    assert other_process(tmp_path, "list") == [
+        "a later memory of this process",
+        "a memory of default",
+        "a memory of the other process",
+        "a memory of this process",
+    ]
+    store.close()
 
 
 # -- stale drafts ----------------------------------------------------------------------------

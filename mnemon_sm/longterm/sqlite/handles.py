@@ -6,7 +6,9 @@ A :class:`Handle` owns the connection to one ``mnemon.db`` with the side index a
 process-wide lock of that file (``locks.path_lock``, re-entrant, shared by every store object
 of the process) and the identity (device, inode) of the file it opened, so a replaced file is
 noticed and reopened by the store. It is opened through a :class:`~.pin.Pin`: no symlink in
-``data/<space>/`` is ever followed (the checks, and what they leave open, are there).
+``data/<space>/`` is ever followed (the checks, and what they leave open, are there). The pin
+is released only after the connection is closed, so no descriptor of the file is closed under
+SQLite's locks.
 
 Rules kept:
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -73,6 +76,16 @@ def mkdir_private(path: Path) -> None:
         path.mkdir(mode=0o700)
 
 
+def _close(conn: sqlite3.Connection | None, pin: Pin | None) -> None:
+    """Close ``conn``, then release ``pin`` (in this order: see :mod:`.pin`)."""
+    try:
+        if conn is not None:
+            conn.close()
+    finally:
+        if pin is not None:
+            pin.close()
+
+
 @attrs.define
 class Handle:
     conn: sqlite3.Connection
@@ -83,6 +96,14 @@ class Handle:
     closed: bool = False
     ids: IdSequence = attrs.Factory(IdSequence)
     immutable: bool = False
+    pin: Pin | None = None  # released after the connection is closed
+    _closing: weakref.finalize[[sqlite3.Connection, Pin | None], Handle] | None = attrs.field(
+        init=False, default=None
+    )
+
+    def __attrs_post_init__(self) -> None:
+        # A handle collected unclosed still closes its connection, then releases its pin.
+        self._closing = weakref.finalize(self, _close, self.conn, self.pin)
 
     @classmethod
     def open(
@@ -123,20 +144,15 @@ class Handle:
                     schema.ensure_schema(conn, where)
                     index.attach(pin.check_index)
                 identity = (*pin.identity, *extra)
-                return cls(conn, index, lock, identity, str(db), immutable=immutable)
+                return cls(conn, index, lock, identity, str(db), immutable=immutable, pin=pin)
             except (sqlite3.Error, OSError) as exc:
-                if conn is not None:
-                    conn.close()
+                _close(conn, pin)
                 if isinstance(exc, sqlite3.Error) and schema.not_a_database(exc):
                     raise CorruptStore(f"{where} is not a SQLite database", path=where) from exc
                 raise storage_error(f"opening {where}", exc) from exc
             except BaseException:
-                if conn is not None:
-                    conn.close()
+                _close(conn, pin)
                 raise
-            finally:
-                if pin is not None:
-                    pin.close()
 
     def close(self, *, checkpoint: bool) -> None:
         if self.closed:
@@ -147,7 +163,8 @@ class Handle:
                 self.conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)")
                 self.conn.execute("PRAGMA idx.wal_checkpoint(TRUNCATE)")
         finally:
-            self.conn.close()
+            assert self._closing is not None
+            self._closing()
 
     def write(self, body: Callable[[Tx], T], clock: Clock) -> T:
         """Run ``body`` in one write transaction (caller holds :attr:`lock`)."""

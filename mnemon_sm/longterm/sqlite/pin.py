@@ -24,6 +24,14 @@ brackets every open of a store (:meth:`.handles.Handle.open`):
    (:meth:`Pin.check_index`), its name is checked like the store's (it was created with
    ``O_NOFOLLOW`` when missing).
 
+The pinned descriptor stays open as long as the connection (:meth:`.handles.Handle.close`
+releases it after closing the connection), and even then it is closed only once no pin of
+this process holds the same file (:func:`_release`). Closing any descriptor of a file drops
+every POSIX lock the process holds on it, SQLite's included, without SQLite knowing: its
+WAL connections would then look gone to other processes, and the next one to close would
+take the database for unused, checkpoint it and delete its ``-wal`` and ``-shm`` while this
+process still writes there, so later commits of this process would be lost to every other.
+
 What is left open: a component swapped to a link and back again within the microseconds
 between SQLite's resolution of the name and its ``open()`` of it, which only
 ``SQLITE_OPEN_NOFOLLOW`` could close. A link that appears after an open is refused by the next
@@ -38,7 +46,10 @@ import errno
 import os
 import sqlite3
 import stat
+import threading
 from pathlib import Path
+
+import attrs
 
 from ...errors import CorruptStore
 from .. import layout
@@ -56,8 +67,42 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
+@attrs.define
+class _File:
+    """The pins of this process on one file, and the descriptors of those already released."""
+
+    pins: int = 0
+    released: list[int] = attrs.Factory(list)
+
+
+_GUARD = threading.Lock()
+_FILES: dict[layout.Identity, _File] = {}
+
+
+def _hold(identity: layout.Identity) -> None:
+    with _GUARD:
+        _FILES.setdefault(identity, _File()).pins += 1
+
+
+def _release(identity: layout.Identity, fd: int) -> None:
+    """Close ``fd`` (a descriptor of the file ``identity``) once no pin of this process holds
+    that file any more: until then another connection may hold SQLite's locks on it, which
+    the close would drop (see the module docstring). This is SQLite's own rule for its
+    descriptors, applied to ours."""
+    with _GUARD:
+        held = _FILES[identity]
+        held.pins -= 1
+        held.released.append(fd)
+        if held.pins:
+            return
+        del _FILES[identity]
+    for released in held.released:
+        os.close(released)
+
+
 class Pin:
-    """``data/<space>/mnemon.db`` held open with ``O_NOFOLLOW`` while SQLite opens it by name.
+    """``data/<space>/mnemon.db`` held open with ``O_NOFOLLOW`` while SQLite opens it by name,
+    and as long as the connection SQLite opened (:meth:`close` after the connection's).
 
     Raises (when made): ``CorruptStore`` for a link or a wrong kind of file anywhere in the
     chain; ``OSError`` (``FileNotFoundError`` included) for the caller to translate.
@@ -85,9 +130,15 @@ class Pin:
             os.close(self.fd)
             raise
         self.identity = layout.identity(info)
+        self._closed = False
+        _hold(self.identity)
 
     def close(self) -> None:
-        os.close(self.fd)
+        """Release the descriptor (closed once no pin of this process holds the file); call
+        after the connection opened through this pin was closed. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            _release(self.identity, self.fd)
 
     def check_opened(self, conn: sqlite3.Connection) -> None:
         """Step 3: SQLite opened the pinned file, through no link."""

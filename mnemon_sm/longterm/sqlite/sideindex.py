@@ -43,10 +43,12 @@ changes none of those values goes unnoticed; ``EmbeddedStore.rebuild_index`` for
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import sqlite3
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -122,6 +124,18 @@ def _marks(items: Sequence[Any]) -> str:
     return ",".join("?" * len(items))
 
 
+def _create(path: str) -> None:
+    """Create the index file ``path`` (mode 0600) if it is missing, through no link; the
+    open's own checks are in :mod:`.pin`. An existing file is not opened: closing a descriptor
+    of it would drop the locks another connection of this process holds on it (see
+    :mod:`.pin`), so only a link is refused here (``ELOOP``, as ``O_NOFOLLOW`` gives)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW, 0o600))
+    except FileExistsError:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            raise OSError(errno.ELOOP, "the side index is a symbolic link", path) from None
+
+
 class SideIndex:
     """The side index of one store, attached to that store's connection."""
 
@@ -168,8 +182,7 @@ class SideIndex:
     ) -> None:
         path = self.path if path is None else path
         if path != ":memory:":
-            # never through a link (O_NOFOLLOW); the open's own checks are in .pin
-            os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600))
+            _create(path)
         self.conn.execute("ATTACH DATABASE ? AS idx", (path,))
         if checked is not None:
             checked(self.conn)
