@@ -717,3 +717,26 @@ def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
         assert calls <= declared, f"{state} made undeclared calls {calls - declared}"
     assert {"long_term.remember", "long_term.insights"} <= observed["moving"]
     assert "long_term.remember" not in observed["delegating"]  # staged, not written
+
+
+def test_withdrawing_a_failed_archive_deletes_only_the_spaces_it_created() -> None:
+    """A staged space creation that adopted another writer's identical space wrote nothing:
+    taking the run back leaves that space (and its references) alone."""
+    from mnemon_sm.documents.flow import _withdraw
+    from mnemon_sm.workers.tools import AppliedWrite
+
+    root, _ = open_root(scripted(lambda request, tools: {}))
+    service = root.long_term.service
+    general = service.create_space("General memory", "Durable facts", active=True)
+    theirs = service.create_space("Runbooks", "Deploy runbooks", active=True)
+    ours = service.create_space("Scratch", "Made by the failed run", active=True)
+    receipt = service.remember("their cold reference", space_id=theirs.id)
+    _withdraw(
+        service,
+        [
+            AppliedWrite("mnemon_memory_body_create", {}, theirs.id, created=False),
+            AppliedWrite("mnemon_memory_body_create", {}, ours.id, created=True),
+        ],
+    )
+    assert [s.id for s in service.spaces()] == [general.id, theirs.id]
+    assert service.store.insights(theirs.id, [str(receipt["id"])])

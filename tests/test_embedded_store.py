@@ -917,6 +917,29 @@ def test_the_side_index_is_checked_when_a_store_opens(tmp_path: Path, clock: Fak
     fourth.close()
 
 
+def test_a_busy_side_index_is_never_deleted_as_if_it_were_damaged(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "database is locked" while attaching means another process uses the index: the error
+    is raised and the file stays (only a damaged file is rebuilt)."""
+    from mnemon_sm.longterm.sqlite.sideindex import SideIndex
+
+    first = EmbeddedStore(tmp_path, clock)
+    first.create_space("default")
+    first.remember("default", "kept memory")
+    first.close()
+    index = tmp_path / "data" / "default" / "mnemon-sm-index.db"
+    before = index.read_bytes()
+
+    def busy(self: SideIndex, *args: Any) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(SideIndex, "_attach", busy)
+    with pytest.raises(StorageError, match="locked"):
+        EmbeddedStore(tmp_path, clock).recall("default", "kept", mode="keyword")
+    assert index.read_bytes() == before
+
+
 def test_two_stores_on_one_root_see_each_other(tmp_path: Path, clock: FakeClock) -> None:
     one, two = EmbeddedStore(tmp_path, clock), EmbeddedStore(tmp_path, clock)
     one.create_space("default")

@@ -544,12 +544,16 @@ def test_a_staged_creation_adopts_a_twin_created_after_the_run_listed_the_spaces
     second = ScopedTools(kit.service, (*READ_TOOLS, *WRITE_TOOLS))
     general = {"name": "General memory", "description": "Durable facts", "active": True}
     assert second.call("mnemon_memory_bodies", {}) == []
+    created = []
     for tools, fact in ((first, "fact one"), (second, "fact two")):
         if tools is first:
             assert tools.call("mnemon_memory_bodies", {}) == []
         tools.call("mnemon_memory_body_create", general)
         tools.call("mnemon_remember", {"content": fact, "memoryBodyId": "pending-space-1"})
-        assert [w.space_id for w in tools.apply()] == ["default", "default"]
+        applied = tools.apply()
+        assert [w.space_id for w in applied] == ["default", "default"]
+        created.append(applied[0].created)
+    assert created == [True, False]  # the second adopted it: undoing its run must not delete it
     assert [s.id for s in kit.service.spaces()] == ["default"]
     contents = sorted(i.content for i in kit.store.data["default"].insights.values())
     assert contents == ["fact one", "fact two"]

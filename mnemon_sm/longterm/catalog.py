@@ -186,8 +186,20 @@ class Catalog:
         space not among them with the same name and description (and active, if this one is
         to be) was created by another writer meanwhile: it is returned and nothing is written.
         """
+        return self.create_or_adopt(name, description, active=active, seen=seen)[0]
+
+    def create_or_adopt(
+        self,
+        name: str,
+        description: str,
+        *,
+        active: bool = False,
+        seen: Collection[str] | None = None,
+    ) -> tuple[Space, bool]:
+        """:meth:`create`, also saying whether the space was created (False: adopted)."""
         clean_name, clean_description = check_space_fields(name, description)
         created: list[Space] = []
+        adopted: list[bool] = []
 
         def twin(current: tuple[Space, ...]) -> Space | None:
             if seen is None:
@@ -204,9 +216,12 @@ class Catalog:
             )
 
         def add(current: tuple[Space, ...]) -> tuple[Space, ...]:
+            created.clear()
+            adopted.clear()
             found = twin(current)
             if found is not None:
                 created.append(found)
+                adopted.append(True)
                 return current
             taken = {s.id for s in current} | set(self._store.spaces())
             space_id = "default" if not taken else self._new_id()
@@ -214,11 +229,12 @@ class Catalog:
                 space_id = self._new_id()
             now = iso_ms(self._clock.now_ms())
             self._store.create_space(space_id)
-            created.append(Space(space_id, clean_name, clean_description, active, now, now))
-            return (*current, created[0])
+            space = Space(space_id, clean_name, clean_description, active, now, now)
+            created.append(space)
+            return (*current, space)
 
         self._change(add)
-        return created[0]
+        return created[0], not adopted
 
     def update(
         self,

@@ -457,8 +457,20 @@ class LongTermService:
         seen: Collection[str] | None = None,
     ) -> Space:
         """Create a space (``seen``: see :meth:`Catalog.create`)."""
+        return self.create_or_adopt_space(name, description, active=active, seen=seen)[0]
+
+    def create_or_adopt_space(
+        self,
+        name: str,
+        description: str,
+        *,
+        active: bool = False,
+        seen: Collection[str] | None = None,
+    ) -> tuple[Space, bool]:
+        """:meth:`create_space`, also saying whether it created the space (False: another
+        writer's identical space was adopted, see :meth:`Catalog.create`)."""
         self._writable()
-        return self.catalog.create(name, description, active=active, seen=seen)
+        return self.catalog.create_or_adopt(name, description, active=active, seen=seen)
 
     def update_space(
         self,

@@ -165,9 +165,13 @@ class StagedWrite:
 
 @attrs.frozen
 class AppliedWrite:
+    """One applied write: its tool, receipt and space; ``created`` is False for a space
+    creation that adopted another writer's identical space (it wrote nothing)."""
+
     tool: str
     receipt: dict[str, Any]
     space_id: str
+    created: bool = True
 
 
 class NoTools:
@@ -372,7 +376,7 @@ class ScopedTools:
         service = self._service
         try:
             for w in self.staged:
-                a = w.args
+                a, created = w.args, True
                 if w.tool == "mnemon_remember":
                     space_id = real(a.memory_body_id)
                     found = reuse(a, space_id) if reuse is not None else None
@@ -402,7 +406,7 @@ class ScopedTools:
                 elif w.tool == "mnemon_forget":
                     receipt = service.forget(real(a.memory_body_id), real(a.id) or "")
                 elif w.tool == "mnemon_memory_body_create":
-                    space = service.create_space(
+                    space, created = service.create_or_adopt_space(
                         a.name, a.description, active=a.active, seen=w.seen
                     )
                     receipt = {**space.to_json(), "memoryBodyId": space.id}
@@ -423,7 +427,14 @@ class ScopedTools:
                 if w.pending_id is not None:
                     key = "memoryBodyId" if w.pending_id.startswith("pending-space") else "id"
                     ids[w.pending_id] = receipt[key]
-                applied.append(AppliedWrite(w.tool, receipt, receipt["memoryBodyId"]))
+                applied.append(
+                    AppliedWrite(
+                        w.tool,
+                        receipt,
+                        receipt["memoryBodyId"],
+                        created=created,
+                    )
+                )
         except MnemonError as exc:
             written = getattr(exc, "written", None)  # stored before the write failed
             if written is not None:

@@ -169,7 +169,9 @@ class SideIndex:
             return
         try:
             self._attach(checked)
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if not _unreadable(exc):  # busy or locked: the file is another process's too
+                raise
             if any(row[1] == "idx" for row in self.conn.execute("PRAGMA database_list")):
                 self.conn.execute("DETACH DATABASE idx")
             for suffix in ("", "-wal", "-shm"):
@@ -602,3 +604,16 @@ class SideIndex:
             "SELECT id FROM idx.docs WHERE source = ? ORDER BY ts, doc", (source,)
         )
         return [node for (node,) in rows]
+
+
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+
+
+def _unreadable(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite found the index file damaged or not a database (so it is rebuilt),
+    rather than busy, locked or failing for another reason (which is raised)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    text = str(exc)
+    return "malformed" in text or "not a database" in text
