@@ -456,8 +456,9 @@ def _apply(tools: ScopedTools) -> list[AppliedWrite]:
 def _withdraw(service: LongTermService, applied: Sequence[AppliedWrite]) -> None:
     """Take back the applied writes of an archive that did not happen, last first: forget each
     insight a remember added (a skipped duplicate existed before and stays) and delete each
-    space the run created (not one it adopted: another writer's). Best effort, like every compensation: Mnemon's forget is a soft
-    delete, so the forgotten rows stay, inactive, and the last space of a root is kept."""
+    space the run created (not one it adopted: another writer's). Best effort, like every
+    compensation: Mnemon's forget is a soft delete, so the forgotten rows stay, inactive, and
+    the last space of a root is kept."""
     for write in reversed(applied):
         with contextlib.suppress(MnemonError):
             if write.tool == "mnemon_remember" and write.receipt.get("action") == "added":
