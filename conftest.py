@@ -8,17 +8,20 @@ gives the same result on every machine and every run):
 
 The recorder sees every transition any machine takes during the session; the test
 ``tests/test_transition_coverage.py`` (moved to the end of the run) fails unless every
-transition of every spec was exercised.
+transition of every spec was exercised. Run in parallel (``pytest -n 2``, pytest-xdist), each
+worker sees only its share: the workers hand what they saw to the controller, which fails the
+run at its end when the whole suite ran and a transition was never taken.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from mnemon_sm.testing.coverage import TransitionRecorder
+from mnemon_sm.testing.coverage import TransitionRecorder, whole_suite
 
 # No deadline anywhere: many tests fsync, and this 2-core machine is noisy.
 _QUIET = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -48,9 +51,39 @@ def transition_recorder() -> TransitionRecorder:
     return RECORDER
 
 
+_PARALLEL = {"full_run": False}  # set by the controller of a parallel run
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller of a parallel run takes in what a worker saw."""
+    output = getattr(node, "workeroutput", {})
+    RECORDER.seen.update(tuple(key) for key in output.get("transitions", ()))
+    _PARALLEL["full_run"] = _PARALLEL["full_run"] or bool(output.get("full_run"))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Under CI a skipped test fails the run: nothing may hide behind a skip there."""
-    if not _IN_CI or exitstatus != 0:
+    """A parallel worker hands its transitions to the controller. The controller (or a run
+    without workers) fails the run on a transition nobody took (parallel runs only: otherwise
+    the coverage test did it), and under CI on a skipped test: nothing may hide behind a skip
+    there."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["transitions"] = sorted(RECORDER.seen)
+        output["full_run"] = whole_suite([str(item.path) for item in session.items])
+        return
+    if _PARALLEL["full_run"] and exitstatus == 0:
+        missing, total = RECORDER.missing(), len(RECORDER.all())
+        print(f"\nspec transition coverage: {total - len(missing)}/{total}")
+        if missing:
+            print("transitions never exercised:")
+            for flow, t in missing:
+                print(
+                    f"  {flow}: {t.source} #{t.index} --{t.event or '(eventless)'}--> {t.target}"
+                )
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+    if not _IN_CI or session.exitstatus != 0:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter is not None else []

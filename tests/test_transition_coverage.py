@@ -3,7 +3,8 @@
 The recorder (installed by the root ``conftest.py``) sees every machine the tests start. This
 test runs last (the conftest moves it there); a transition nobody took fails it with the list.
 When only part of the suite was collected the measure would be meaningless, so it then checks
-the recorder on a flow it drives itself instead.
+the recorder on a flow it drives itself instead. In a parallel run the controller checks the
+union of what the workers saw, at the end of the run (``conftest.py``).
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ from __future__ import annotations
 import pytest
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.testing.coverage import TransitionRecorder
+from mnemon_sm.testing.coverage import TransitionRecorder, whole_suite
 from mnemon_sm.testing.memory import memory_ports
 
 
 def _full_run(request: pytest.FixtureRequest) -> bool:
-    paths = {str(item.path) for item in request.session.items}
-    return len(request.session.items) > 100 and any("property_tests" in p for p in paths)
+    return whole_suite([str(item.path) for item in request.session.items])
+
+
+def _parallel_worker(request: pytest.FixtureRequest) -> bool:
+    """A worker of a parallel run sees only its share: the controller checks the union."""
+    return hasattr(request.config, "workerinput")
 
 
 def test_recorder_sees_transitions_of_new_machines() -> None:
@@ -44,6 +49,8 @@ def test_every_spec_transition_is_exercised(
     print(f"\nspec transition coverage: {covered}/{total}")
     if not _full_run(request):
         pytest.skip("partial run: transition coverage is measured on the whole suite")
+    if _parallel_worker(request):
+        return  # the controller fails the run at its end (see conftest.py)
     assert not missing, "transitions never exercised:\n" + "\n".join(
         f"  {flow}: {t.source} #{t.index} --{t.event or '(eventless)'}--> {t.target}"
         for flow, t in missing

@@ -8,6 +8,7 @@ spec and the rendered tables). :meth:`TransitionRecorder.missing` lists what was
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from ..engine.flow import add_observer, remove_observer
@@ -58,3 +59,9 @@ class _Listener:
         found = self._index.get(id(transition))
         if found is not None:  # None: the engine's initial pseudo-transition
             self._recorder.seen.add((self._flow, *found))
+
+
+def whole_suite(paths: Collection[str]) -> bool:
+    """Whether the collected test files (``paths``, one per item) are the whole suite: the
+    transition coverage means something only then."""
+    return len(paths) > 100 and any("property_tests" in p for p in paths)
