@@ -70,7 +70,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["transitions"] = sorted(RECORDER.seen)
-        output["full_run"] = whole_suite([str(item.path) for item in session.items])
+        config = session.config
+        paths = [str(item.path) for item in session.items]
+        output["full_run"] = whole_suite(paths, config.rootpath, config.getini("testpaths"))
         return
     if _PARALLEL["full_run"] and exitstatus == 0:
         missing, total = RECORDER.missing(), len(RECORDER.all())

@@ -24,7 +24,6 @@ import errno
 import json
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 
 import pytest
 from test_document_properties import ROOT, check_consistent, check_referenced, index_of
+from test_multiprocess import send, stop_all, wait_ready
 
 from mnemon_sm import Config, MemoryRoot
 from mnemon_sm.documents.model import body_of, content_hash, parse_index
@@ -203,24 +203,13 @@ def test_concurrent_creates_from_processes_all_succeed(tmp_path: Path) -> None:
             procs[name] = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out, stderr=err)
     try:
         for name in names:  # the start barrier: every writer is up before any create runs
-            deadline = time.monotonic() + 60
-            while b"\n" not in outs[name].read_bytes():
-                assert procs[name].poll() is None, outs[name].with_suffix(".err").read_text()
-                assert time.monotonic() < deadline, f"{name} did not get ready"
-                time.sleep(0.01)
+            wait_ready(procs[name], outs[name])
         for p in procs.values():
-            assert p.stdin is not None
-            p.stdin.write(b"go\n")
-            p.stdin.flush()
+            send(p, "go")
         for p in procs.values():
             p.wait(timeout=300)
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            if p.stdin is not None:
-                p.stdin.close()
+        stop_all(procs.values())
     results = []
     for name in names:
         assert procs[name].returncode == 0, outs[name].with_suffix(".err").read_text()

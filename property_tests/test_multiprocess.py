@@ -158,6 +158,17 @@ def send(proc: subprocess.Popen[bytes], line: str) -> None:
         pass  # the writer died: its exit status and stderr are what the test reports
 
 
+def stop_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
+    """Kill whatever is still running (a failed test must not leave writers behind) and close
+    every stdin."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if p.stdin is not None:
+            p.stdin.close()
+
+
 def read_lines(out: Path) -> list[dict[str, Any]]:
     """The complete JSON lines a writer printed (a line cut short by a kill is dropped)."""
     text = out.read_text(encoding="utf-8")
@@ -201,12 +212,7 @@ def test_concurrent_writers_equal_lock_order_replay(tmp_path: Path) -> None:
         for name in names:
             procs[name].wait(timeout=120)
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            if p.stdin is not None:
-                p.stdin.close()
+        stop_all(procs.values())
     for name in names:
         err = outs[name].with_suffix(".err").read_text()
         assert procs[name].returncode == 0, f"writer {name} failed: {err}"

@@ -27,23 +27,10 @@ from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.memory import memory_ports
 from mnemon_sm.testing.snapshot import root_state
 from property_tests.scoring_model import as_reference, reference_score
+from tests.test_lifecycle import tools, user
 
 IDLE_MS = 30_000
 STATE = "state/lifecycle/main.json"
-
-
-def user(ident: str, text: str) -> dict[str, Any]:
-    return {
-        "id": ident,
-        "role": "user",
-        "content": [{"type": "text", "text": text}],
-        "source": {"kind": "user"},
-    }
-
-
-def tools(turn: int, calls: list[str], results: int) -> list[dict[str, Any]]:
-    events = [{"type": "tool/call", "name": n, "turn": turn} for n in calls]
-    return events + [{"type": "tool/result", "turn": turn}] * results
 
 
 def open_agent(ports: Any, **config: Any) -> Any:

@@ -17,7 +17,8 @@ from mnemon_sm.testing.memory import memory_ports
 
 
 def _full_run(request: pytest.FixtureRequest) -> bool:
-    return whole_suite([str(item.path) for item in request.session.items])
+    config, paths = request.config, [str(item.path) for item in request.session.items]
+    return whole_suite(paths, config.rootpath, config.getini("testpaths"))
 
 
 def _parallel_worker(request: pytest.FixtureRequest) -> bool:

@@ -46,6 +46,7 @@ from mnemon_sm.testing.maintenance import seed, takeover_script, world
 from mnemon_sm.testing.memory import FakeClock, memory_ports
 from mnemon_sm.workers.builtin import BuiltinWorkers
 from mnemon_sm.workers.port import ToolBox, WorkerRequest
+from tests.test_lifecycle import user
 
 CONFIG = Config(durability="off", user_limit=512, memory_limit=1024)
 SECRET = "sk-live-4f9aXq2LmZ8rT1vB7nK3"
@@ -263,15 +264,6 @@ def test_history_and_restore_on_the_command_line(tmp_path: Path) -> None:
 
 
 # -- dead tool boxes, aborted and slow reviews -------------------------------------------------
-
-
-def user(ident: str, text: str) -> dict[str, Any]:
-    return {
-        "id": ident,
-        "role": "user",
-        "content": [{"type": "text", "text": text}],
-        "source": {"kind": "user"},
-    }
 
 
 def three_turns(lc: Any) -> None:

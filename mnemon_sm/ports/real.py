@@ -83,6 +83,13 @@ _REFERENCE_STALE_NS = 30_000_000_000  # the reference deletes a lock file older 
 _REFERENCE_POLL_S = 0.020  # and retries a held one this often
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (a write may take less than it was given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _storage_error(action: str, path: str, exc: OSError) -> StorageError:
     if exc.errno == errno.ELOOP:
         return StorageError(f"cannot {action} {path}: it is a symbolic link, which is refused")
@@ -205,9 +212,7 @@ class RealFiles:
                 except OSError as exc:
                     raise _storage_error("create", temp_path, exc) from exc
                 try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    _write_all(fd, data)
                 except OSError as exc:
                     os.close(fd)
                     with contextlib.suppress(OSError):
@@ -224,9 +229,7 @@ class RealFiles:
         except OSError as exc:
             raise _storage_error("append to", path, exc) from exc
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, data)
         except OSError as exc:
             raise _storage_error("append to", path, exc) from exc
         finally:

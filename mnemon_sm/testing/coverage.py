@@ -9,6 +9,7 @@ spec and the rendered tables). :meth:`TransitionRecorder.missing` lists what was
 from __future__ import annotations
 
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 from ..engine.flow import add_observer, remove_observer
@@ -61,7 +62,8 @@ class _Listener:
             self._recorder.seen.add((self._flow, *found))
 
 
-def whole_suite(paths: Collection[str]) -> bool:
-    """Whether the collected test files (``paths``, one per item) are the whole suite: the
-    transition coverage means something only then."""
-    return len(paths) > 100 and any("property_tests" in p for p in paths)
+def whole_suite(collected: Collection[str], root: Path, test_paths: Collection[str]) -> bool:
+    """Whether the collected test files (``collected``, paths) are every ``test_*.py`` file of
+    the test paths (relative to ``root``): the transition coverage means something only then."""
+    expected = {str(path) for name in test_paths for path in (root / name).glob("test_*.py")}
+    return bool(expected) and expected <= set(collected)
