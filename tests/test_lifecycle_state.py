@@ -114,6 +114,69 @@ def test_an_event_from_another_process_aborts_the_review_in_flight_here() -> Non
     assert here.status()["activity"]["turns"] == 2
 
 
+def hanging_reviews(ports: Any) -> tuple[Any, list[int], Any]:
+    """Ports whose review worker hangs until cancelled (counting its runs), and the release."""
+    import threading
+
+    runs: list[int] = []
+    release = threading.Event()
+
+    def worker(request: Any, tools_: Any) -> object:
+        runs.append(1)
+        tools_.cancellation.wait(30)
+        release.wait(30)
+        return {"summary": "late", "action": "skipped", "documentIds": []}
+
+    return attrs.evolve(ports, workers=ScriptedWorkers({"review": worker})), runs, release
+
+
+def test_a_review_running_in_one_facade_is_not_started_again_by_another() -> None:
+    """The running review's lease (its timeout) is persisted: another process ticking at the
+    same deadline waits for it instead of starting a second review (two drivers would
+    otherwise abort each other's reviews for ever); once the lease ran out (its holder died)
+    the review runs there."""
+    ports, runs, release = hanging_reviews(memory_ports()[0])
+    here, there = open_agent(ports), open_agent(ports)
+    here.pre_step(1, 1, [user("m1", "y" * 200)])
+    here.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))
+    here.turn_ended(1)
+    due = ports.clock.now_ms() + IDLE_MS
+    here.tick(due)
+    assert here.state == "reviewing" and len(runs) == 1
+    timeout = Config().worker_timeout("review")
+    there.tick(due + 1)
+    assert there.state == "armed" and len(runs) == 1
+    assert there.next_tick_ms == due + timeout
+    there.turn_ended(7)  # persisted by the other facade: the lease goes with it
+    third = open_agent(ports)
+    third.tick(due + 2)
+    assert third.state == "armed" and len(runs) == 1
+    ports.clock.advance(IDLE_MS + timeout)  # type: ignore[attr-defined]
+    there.tick()
+    assert there.state == "reviewing" and len(runs) == 2
+    release.set()
+    here.agent_idle()  # sees the other's review: its own (long dead) is dropped
+    there.agent_busy()  # aborts the other
+    assert here.join(10) and there.join(10)
+    assert here.status()["counters"]["reviews"] == 0
+
+
+def test_a_new_turn_in_another_facade_ends_the_lease() -> None:
+    ports, runs, release = hanging_reviews(memory_ports()[0])
+    here, there = open_agent(ports), open_agent(ports)
+    here.pre_step(1, 1, [user("m1", "y" * 200)])
+    here.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))
+    here.turn_ended(1)
+    here.tick(ports.clock.now_ms() + IDLE_MS)
+    there.pre_step(2, 1, [user("m2", "next")])  # the user is back: the review is moot
+    state, _ = persisted.load(ports.files, "main")
+    assert state is not None and state.review_lease is None and state.deadline_ms is None
+    release.set()
+    here.agent_idle()  # adopts the new state: its own review is aborted
+    assert here.join(10) and here.state == "idle"
+    assert here.status()["lastReview"] is None and len(runs) == 1
+
+
 WRITER = textwrap.dedent(
     """
     import json, sys

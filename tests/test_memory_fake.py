@@ -64,3 +64,28 @@ def test_real_ensure_dir_fsyncs_the_parent_of_each_new_directory(
     synced.clear()
     RealFiles(tmp_path / "root").ensure_dir("runtime")  # exists: nothing to make durable
     assert synced == []
+
+
+def test_memory_locks_make_another_thread_wait_and_refuse_a_reentrant_acquire() -> None:
+    """Like a real lock taken through its own descriptor: another thread of the same holder
+    waits for the release (it is not refused); the holding thread acquiring again is a bug
+    (``StorageError``); another holder times out at once."""
+    import threading
+
+    from mnemon_sm.errors import LockTimeout, StorageError
+    from mnemon_sm.testing.memory import MemoryLocks
+
+    locks = MemoryLocks()
+    locks.acquire("x", 1000)
+    with pytest.raises(StorageError):
+        locks.acquire("x", 1000)
+    got: list[str] = []
+    waiter = threading.Thread(target=lambda: (locks.acquire("x", 10_000), got.append("x")))
+    waiter.start()
+    waiter.join(0.2)
+    assert got == []  # still waiting
+    locks.release("x")
+    waiter.join(10)
+    assert got == ["x"]
+    with pytest.raises(LockTimeout):
+        MemoryLocks(registry=locks.registry).acquire("x", 1000)

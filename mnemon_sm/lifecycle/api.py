@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,7 @@ class AgentLifecycle:
         self._files, self._locks, self._clock, self._config = files, locks, clock, config
         self._writes = config.write_enabled
         self._lock = persisted.lock_name(self.agent_id)
+        self._owner = uuid.uuid4().hex  # this facade, in a review's lease
         self._delegate, self._hot, self._documents = delegate, hot, documents
         self._long_term = long_term
         self._mutex = threading.RLock()
@@ -204,7 +206,13 @@ class AgentLifecycle:
 
     def _new_flow(self, restored: persisted.AgentState | None) -> LifecycleFlow:
         return LifecycleFlow(
-            self.agent_id, self._config, self._clock, self._start_review, self._apply, restored
+            self.agent_id,
+            self._config,
+            self._clock,
+            self._start_review,
+            self._apply,
+            restored,
+            owner=self._owner,
         )
 
     @contextlib.contextmanager

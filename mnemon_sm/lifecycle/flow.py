@@ -38,7 +38,7 @@ from ..text import iso_ms
 from . import cues
 from .review import StagedDocumentChange, StagedHotChange
 from .scoring import Earlier, Score, TurnActivity, fold, record_messages, record_tools, score
-from .state import ENDED_KEPT, FLOW, AgentState, LastReview, clip_summary, fresh
+from .state import ENDED_KEPT, FLOW, AgentState, LastReview, ReviewLease, clip_summary, fresh
 
 __all__ = ["ActiveReview", "Applied", "LifecycleFlow", "ReviewOutcome"]
 
@@ -98,8 +98,10 @@ class LifecycleFlow:
         starter: StartReview,
         applier: ApplyReview,
         restored: AgentState | None = None,
+        owner: str = "",
     ) -> None:
         self.agent_id, self.config, self.clock = agent_id, config, clock
+        self.owner = owner
         self.starter, self.applier = starter, applier
         self.review: ActiveReview | None = None
         r = restored or fresh(agent_id)
@@ -109,6 +111,7 @@ class LifecycleFlow:
         self.deadline_ms, self.armed_turn = r.deadline_ms, r.armed_turn
         self.activity: dict[int, TurnActivity] = {a.turn: a for a in r.activity}
         self.earlier: Earlier | None = r.earlier
+        self.lease: ReviewLease | None = r.review_lease
         self.last_review, self.counters = r.last_review, r.counters
         self.output: list[Any] = []
         self.dirty = restored is None
@@ -129,11 +132,31 @@ class LifecycleFlow:
         review's timeout."""
         if self.review is not None:
             return self.review.deadline_ms
-        return self.deadline_ms if self.state == "armed" else None
+        if self.state != "armed" or self.deadline_ms is None:
+            return None
+        lease = self._foreign_lease(self.clock.now_ms())
+        return self.deadline_ms if lease is None else max(self.deadline_ms, lease.until_ms)
+
+    def _foreign_lease(self, now: int) -> ReviewLease | None:
+        """The lease of a review another facade of this agent runs, while it holds."""
+        lease = self.lease
+        if lease is None or lease.owner == self.owner or now >= lease.until_ms:
+            return None
+        return lease
+
+    def _lease_kept(self) -> ReviewLease | None:
+        """The lease to persist: this facade's while its review runs; another's while the
+        review it covers is still due (an event that cleared the deadline aborted it)."""
+        if self.review is not None:
+            return ReviewLease(self.owner, self.review.deadline_ms)
+        if self.deadline_ms is None:
+            return None
+        return self._foreign_lease(self.clock.now_ms())
 
     def snapshot(self) -> AgentState:
-        """The persisted state; a review in flight is persisted as armed and due, so a
-        restarted host runs it again."""
+        """The persisted state; a review in flight is persisted as armed and due, with this
+        facade's lease (its timeout): another facade (another process, or this host
+        restarted) runs it again once the lease has run out, never while it may still run."""
         state = "armed" if self.state in ("reviewing", "applying") else self.state
         assert state in ("idle", "armed", "deferred", "disposed"), state
         return AgentState(
@@ -151,6 +174,7 @@ class LifecycleFlow:
             last_review=self.last_review,
             counters=self.counters,
             earlier=self.earlier,
+            review_lease=self._lease_kept(),
         )
 
     # -- switches --------------------------------------------------------------------------
@@ -318,7 +342,12 @@ class LifecycleFlow:
         return step == 1
 
     def is_due(self, now: int) -> bool:
-        return self.deadline_ms is not None and now >= self.deadline_ms
+        """The deadline has passed and no other facade of the agent runs its review."""
+        return (
+            self.deadline_ms is not None
+            and now >= self.deadline_ms
+            and self._foreign_lease(now) is None
+        )
 
     def is_busy(self) -> bool:
         return self.busy

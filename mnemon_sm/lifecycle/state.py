@@ -37,6 +37,7 @@ __all__ = [
     "AgentState",
     "Counters",
     "LastReview",
+    "ReviewLease",
     "Stored",
     "clip_summary",
     "encode",
@@ -78,6 +79,15 @@ class LastReview:
 
 
 @attrs.frozen
+class ReviewLease:
+    """A review running in some facade (``owner``) until ``until_ms`` (its timeout): no other
+    facade of the agent starts one before then."""
+
+    owner: str
+    until_ms: int
+
+
+@attrs.frozen
 class AgentState:
     version: int
     flow: str
@@ -93,9 +103,10 @@ class AgentState:
     last_review: LastReview | None
     counters: Counters
     earlier: Earlier | None = None
+    review_lease: ReviewLease | None = None
 
 
-for _cls in (Counters, LastReview, AgentState):
+for _cls in (Counters, LastReview, ReviewLease, AgentState):
     register_camel_case(_cls)
 
 

@@ -223,6 +223,8 @@ class MemoryLocks:
     def __init__(self, log: CallLog | None = None, registry: dict[str, object] | None = None):
         self.log = log if log is not None else CallLog()
         self.registry: dict[str, object] = registry if registry is not None else {}
+        self._threads: dict[str, int] = {}  # name -> the thread of this instance holding it
+        self._released = threading.Condition()
 
     @property
     def held(self) -> set[str]:
@@ -230,31 +232,55 @@ class MemoryLocks:
         return {name for name, owner in self.registry.items() if owner is self}
 
     def acquire(self, name: str, timeout_ms: int) -> None:
+        """Take ``name``. Held by this instance on the same thread: ``StorageError`` (a
+        re-entrant acquire is a bug); on another thread: wait for it, as a real lock taken
+        through another descriptor does (up to ``timeout_ms`` of real time, then
+        ``LockTimeout``); held by another instance or :meth:`hold`: ``LockTimeout`` at once."""
         self.log.record("locks", "acquire", name, timeout_ms)
-        owner = self.registry.get(name)
-        if owner is self:
-            raise StorageError(f"lock {name} is already held by this process")
-        if owner is not None:
-            raise LockTimeout(f"timed out after {timeout_ms} ms waiting for the lock {name}")
-        self.registry[name] = self
+        me = threading.get_ident()
+        with self._released:
+            while True:
+                owner = self.registry.get(name)
+                if owner is None:
+                    break
+                if owner is not self:
+                    raise LockTimeout(
+                        f"timed out after {timeout_ms} ms waiting for the lock {name}"
+                    )
+                if self._threads.get(name) == me:
+                    raise StorageError(f"lock {name} is already held by this process")
+                if not self._released.wait(timeout_ms / 1000):
+                    raise LockTimeout(
+                        f"timed out after {timeout_ms} ms waiting for the lock {name}"
+                    )
+            self.registry[name] = self
+            self._threads[name] = me
 
     def release(self, name: str) -> None:
         self.log.record("locks", "release", name)
-        if self.registry.get(name) is self:
-            del self.registry[name]
+        with self._released:
+            if self.registry.get(name) is self:
+                del self.registry[name]
+                self._threads.pop(name, None)
+                self._released.notify_all()
 
     def hold(self, name: str) -> None:
         """Make ``name`` look held by another process until :meth:`let_go`."""
         self.registry[name] = "another process"
 
     def let_go(self, name: str) -> None:
-        if self.registry.get(name) == "another process":
-            del self.registry[name]
+        with self._released:
+            if self.registry.get(name) == "another process":
+                del self.registry[name]
+                self._released.notify_all()
 
     def release_all(self) -> None:
         """Release everything this instance holds (what the kernel does when it dies)."""
-        for name in self.held:
-            del self.registry[name]
+        with self._released:
+            for name in self.held:
+                del self.registry[name]
+                self._threads.pop(name, None)
+            self._released.notify_all()
 
 
 class FakeClock:
