@@ -7,8 +7,6 @@ Expected rankings are read from the rules of ``longterm/sqlite/lexical.py`` and
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sqlite3
 from pathlib import Path
 
@@ -511,25 +509,3 @@ def test_read_only_search_and_recall_change_no_byte(tmp_path: Path) -> None:
     assert reader.long_term.recall("kiwi orchard").results
     reader.close()
     assert root_state(tmp_path / "r") == before
-
-
-def test_closing_a_root_lets_go_of_its_stores(tmp_path: Path) -> None:
-    """After ``close()`` no descriptor of a space's files stays open: a later change of those
-    files (a user's repair, another tool) is never checkpointed over by a connection the
-    garbage collector closes at some later moment."""
-    root = MemoryRoot.open(str(tmp_path / "r"), Config(durability="off"))
-    root.long_term.remember("The kiwi orchard is watered on Mondays")
-    root.long_term.search("kiwi")
-
-    def open_store_files() -> list[str]:
-        found = []
-        for fd in os.listdir("/proc/self/fd"):
-            with contextlib.suppress(OSError):
-                target = os.readlink(f"/proc/self/fd/{fd}")
-                if target.startswith(str(tmp_path / "r" / "data")):
-                    found.append(target)
-        return found
-
-    assert open_store_files()
-    root.close()
-    assert open_store_files() == []

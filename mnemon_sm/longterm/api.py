@@ -308,9 +308,6 @@ class LongTermMemory:
             return receipt
 
     def close(self) -> None:
-        """Close every flow, then let the store go of its connections (a store written
-        behind a closed root's back is never touched by it later)."""
         with self._recall_lock, self._agent_lock, self._write_lock, self._mutex:
             for flow in (self._recall, self._direct, self._agent, self._write, self._merge):
                 flow.close()
-            self.service.store.close()

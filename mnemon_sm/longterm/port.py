@@ -139,8 +139,3 @@ class LongTermStore(Protocol):
         """Import a draft (used by merge): new ids, exact duplicates skipped and mapped,
         explicit edges single-direction with their weight and reason."""
         ...
-
-    def close(self) -> None:
-        """Let go of what the adapter holds open (connections, descriptors); the store
-        stays usable and opens again on its next use."""
-        ...

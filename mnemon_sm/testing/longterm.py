@@ -269,10 +269,6 @@ class MemoryLongTermStore:
         edges = tuple(GraphEdge(a, b, k, w, k) for (a, b, k), w in sorted(s.edges.items()))
         return GraphSnapshot(tuple(s.insights.values()), edges)
 
-    def close(self) -> None:
-        """Nothing to let go: everything is in memory (not recorded: closing changes no
-        state the story tests follow)."""
-
     def import_draft(self, space: str, draft: ImportDraft) -> ImportReport:
         self.log.record("long_term", "import_draft", space, len(draft.insights))
         if not draft.insights:

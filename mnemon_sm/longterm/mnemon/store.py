@@ -485,9 +485,6 @@ class MnemonCliStore:
             data = self._json(space, ("forget",), (), (node,), insight_op=True)
         return ForgetReceipt(_text(_obj(data, label, "the receipt"), "id", label, node))
 
-    def close(self) -> None:
-        """Nothing to let go: every call is its own Mnemon process."""
-
     def import_draft(self, space: str, draft: ImportDraft) -> ImportReport:
         items, edges = checks.draft(draft)
         document = _draft_json(draft.source, items, edges)

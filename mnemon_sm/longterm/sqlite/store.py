@@ -235,15 +235,14 @@ class EmbeddedStore:
             return False
 
     def close(self) -> None:
-        """Checkpoint (``TRUNCATE``; not a read-only store) and close every open space; the
-        store stays usable."""
+        """Checkpoint (``TRUNCATE``) and close every open space; the store stays usable."""
         with self._guard:
             handles, self._handles = list(self._handles.values()), {}
         failure: BaseException | None = None
         for handle in handles:
             with handle.lock:
                 try:
-                    handle.close(checkpoint=not self._readonly)
+                    handle.close(checkpoint=True)
                 except sqlite3.Error as exc:
                     failure = failure or exc
         if failure is not None:
