@@ -931,10 +931,25 @@ def test_a_busy_side_index_is_never_deleted_as_if_it_were_damaged(
     index = tmp_path / "data" / "default" / "mnemon-sm-index.db"
     before = index.read_bytes()
 
+    from mnemon_sm.longterm.sqlite import sideindex
+
+    real_attach = SideIndex._attach
+    refusals = [2]  # busy twice, then the other process is done
+
     def busy(self: SideIndex, *args: Any) -> None:
-        raise sqlite3.OperationalError("database is locked")
+        if refusals[0] > 0:
+            refusals[0] -= 1
+            raise sqlite3.OperationalError("database is locked")
+        real_attach(self, *args)
 
     monkeypatch.setattr(SideIndex, "_attach", busy)
+    store = EmbeddedStore(tmp_path, clock)
+    assert len(store.recall("default", "kept", mode="keyword").hits) == 1  # it waited
+    store.close()
+    assert refusals == [0]
+    refusals[0] = 10**6  # busy for good: refused in the end, the file left alone
+    monkeypatch.setattr(sideindex, "ATTACH_WAIT_S", 0.05)
+    before = index.read_bytes()
     with pytest.raises(StorageError, match="locked"):
         EmbeddedStore(tmp_path, clock).recall("default", "kept", mode="keyword")
     assert index.read_bytes() == before

@@ -457,6 +457,7 @@ def test_a_failing_space_is_reported_and_the_others_answer(tmp_path: Path) -> No
     root.long_term.remember("Kiwi harvest notes live in the shared drive", space=notes.id)
     assert notes.id != "default"
     root.close()
+    root.long_term.service.store.close()  # close() leaves connections to the collector
     broken = tmp_path / "r" / "data" / notes.id / "mnemon.db"
     broken.write_bytes(b"not a database, a stray text file\n" * 100)
     before = broken.read_bytes()

@@ -49,6 +49,7 @@ import json
 import os
 import sqlite3
 import stat
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -167,17 +168,25 @@ class SideIndex:
         if private:
             self._attach(None, ":memory:")
             return
-        try:
-            self._attach(checked)
-        except sqlite3.DatabaseError as exc:
-            if not _unreadable(exc):  # busy or locked: the file is another process's too
-                raise
-            if any(row[1] == "idx" for row in self.conn.execute("PRAGMA database_list")):
-                self.conn.execute("DETACH DATABASE idx")
-            for suffix in ("", "-wal", "-shm"):
-                if os.path.exists(self.path + suffix):
-                    os.unlink(self.path + suffix)
-            self._attach(checked)
+        deadline = time.monotonic() + ATTACH_WAIT_S
+        while True:
+            try:
+                self._attach(checked)
+                return
+            except sqlite3.DatabaseError as exc:
+                if any(row[1] == "idx" for row in self.conn.execute("PRAGMA database_list")):
+                    self.conn.execute("DETACH DATABASE idx")
+                if _unreadable(exc):
+                    break
+                # Busy or locked: another process opens or creates the same index (SQLite
+                # answers some of those races at once, without its busy handler): again.
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(_ATTACH_POLL_S)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(self.path + suffix):
+                os.unlink(self.path + suffix)
+        self._attach(checked)
 
     def _attach(
         self, checked: Callable[[sqlite3.Connection], None] | None, path: str | None = None
@@ -606,7 +615,17 @@ class SideIndex:
         return [node for (node,) in rows]
 
 
-_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
+ATTACH_WAIT_S = 5.0  # how long attaching retries while another process holds the index
+_ATTACH_POLL_S = 0.01
+
+
+def _busy(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite refused because another connection holds a lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def _unreadable(exc: sqlite3.DatabaseError) -> bool:
