@@ -46,7 +46,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import LockTimeout, MnemonError, StorageError
@@ -129,13 +129,16 @@ class RealFiles:
         self._abs(path)
         return path.split("/")
 
-    def _open_dir(self, parts: list[str]) -> int:
+    def _open_dir(self, parts: list[str], step: Callable[[int, str], int] | None = None) -> int:
         """An fd of the directory ``parts`` below the root, no component followed if it is a
-        symlink (``ELOOP``; ``ENOTDIR`` for a file). Raises ``OSError``."""
+        symlink (``ELOOP``; ``ENOTDIR`` for a file). ``step(fd, name)`` enters one component
+        (default: open an existing one; :func:`_enter_private` creates it first). Raises
+        ``OSError``."""
+        enter = _open_below if step is None else step
         fd = os.open(self._base, _DIR_FLAGS)
         try:
             for part in parts:
-                inner = _open_below(fd, part)
+                inner = enter(fd, part)
                 os.close(fd)
                 fd = inner
         except BaseException:
@@ -148,15 +151,11 @@ class RealFiles:
         """``(dir_fd, name)`` to reach the last of ``parts`` without following a symlinked
         directory; without ``dir_fd`` support ``(None, absolute path)`` once every directory
         component was checked with ``lstat``. Raises ``OSError``."""
-        if not _AT:
-            _check_components(self._base, parts[:-1])
-            yield None, os.path.join(self._base, *parts)
-            return
-        fd = self._open_dir(parts[:-1])
+        where = _Dir.open(self, parts[:-1])
         try:
-            yield fd, parts[-1]
+            yield where.fd, where.name(parts[-1])
         finally:
-            os.close(fd)
+            where.close()
 
     def _open(self, path: str, flags: int, mode: int = 0o600) -> int:
         with self._at(self._parts(path)) as (fd, name):
@@ -291,14 +290,7 @@ class RealFiles:
                 _makedirs_private(self._abs(directory) if directory else self._base)
                 _check_components(self._base, parts)
                 return
-            fd = os.open(self._base, _DIR_FLAGS)
-            try:
-                for part in parts:
-                    inner = _enter_private(fd, part)
-                    os.close(fd)
-                    fd = inner
-            finally:
-                os.close(fd)
+            os.close(self._open_dir(parts, _enter_private))
         except NotADirectoryError as exc:
             raise StorageError(f"{directory or '.'} is not a directory") from exc
         except OSError as exc:
