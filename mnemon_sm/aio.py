@@ -5,7 +5,8 @@ Every call runs the synchronous operation on a thread of the default executor
 a worker never holds up the loop. An ``async def`` worker then runs as a task on *this* loop
 (the operation tells the worker runner which loop it came from), so a host's async model
 client, bound to its loop, just works. Lifecycle reviews are driven by
-:class:`~mnemon_sm.lifecycle.api.AsyncDriver`, whose ticks run on the loop and return at once.
+:class:`~mnemon_sm.flows.lifecycle.api.AsyncDriver`, whose
+ticks run on the loop and return at once.
 
 ::
 
@@ -30,12 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import Config
-from .lifecycle.api import AgentLifecycle
-from .ports import Ports
-from .root import MemoryRoot
-from .workers.port import Workers
-from .workers.runner import HOST_LOOP
+from mnemon_sm.config import Config
+from mnemon_sm.flows.lifecycle.api import AgentLifecycle
+from mnemon_sm.flows.workers.runner import HOST_LOOP
+from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import Workers
+from mnemon_sm.root import MemoryRoot
 
 __all__ = ["AsyncFacade", "AsyncMemoryRoot"]
 
@@ -102,7 +103,7 @@ class AsyncMemoryRoot:
 
     def lifecycle(self, agent_id: str) -> AsyncFacade:
         """The agent's lifecycle hooks as coroutines (``.sync`` is the
-        :class:`~mnemon_sm.lifecycle.api.AgentLifecycle`, for :class:`AsyncDriver`)."""
+        :class:`~mnemon_sm.flows.lifecycle.api.AgentLifecycle`, for :class:`AsyncDriver`)."""
         agent: AgentLifecycle = self.sync.lifecycle(agent_id)
         return AsyncFacade(agent)
 

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 import attrs
 
-from .convert import StructureFailed, camel_case, register_camel_case, structure
-from .errors import InvalidConfig
+from mnemon_sm.convert import StructureFailed, camel_case, register_camel_case, structure
+from mnemon_sm.errors import InvalidConfig
 
 __all__ = ["Config", "Durability"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .redact import redact
+from mnemon_sm.redact import redact
 
 __all__ = [
     "AmbiguousMatch",

@@ -10,7 +10,7 @@ before anything else, so such input is ``InvalidInput`` and nothing is touched.
 
 from __future__ import annotations
 
-from .errors import InvalidInput
+from mnemon_sm.errors import InvalidInput
 
 __all__ = ["text", "texts_within"]
 

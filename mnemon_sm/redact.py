@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .text import WHITESPACE, collapse_whitespace
+from mnemon_sm.text import WHITESPACE, collapse_whitespace
 
 __all__ = ["MESSAGE_MAX", "REDACTED", "redact"]
 

@@ -9,7 +9,7 @@ Host integrators use only this module (re-exported by the package)::
 No state machine is visible here. Operations on one root are serialized inside the process by
 a mutex and across processes by the root's file lock; every failure is a typed
 ``MnemonError``. Workers run on threads of their own, with a timeout, through the root's one
-:class:`~mnemon_sm.workers.runner.Delegate`; called from inside a worker run, every public
+:class:`~mnemon_sm.flows.workers.runner.Delegate`; called from inside a worker run, every public
 operation raises ``Busy``.
 """
 
@@ -24,28 +24,35 @@ from typing import Any
 
 import attrs
 
-from .config import Config
-from .documents.api import Documents
-from .errors import CapacityExceeded, InvalidInput, ReadOnly, StorageError
-from .hot.context_text import ROUTING_GUIDANCE, render_runtime_memory
-from .hot.flow import HotMutationFlow
-from .hot.history import HistoryItem, HotHistory
-from .hot.model import LOCK_NAME, SOURCE_PATH, TARGETS, HotEntry, HotStore, projection_path
-from .hot.rules import Commit, Receipt, Rejected, check_request, plan_mutation
-from .hot.store import SourceCache, repair_projections
-from .lifecycle.api import AgentLifecycle
-from .longterm.api import LongTermMemory
-from .longterm.catalog import Catalog
-from .longterm.embed.port import Embedder
-from .longterm.select import open_long_term
-from .maintenance.flow import MaintenanceFlow
-from .maintenance.journal import Journal
-from .ports import Ports
-from .ports.real import real_ports
-from .text import iso_ms
-from .workers.builtin import BuiltinWorkers
-from .workers.port import Workers
-from .workers.runner import Delegate, host_only
+from mnemon_sm.adapters.real import real_ports
+from mnemon_sm.adapters.select import open_long_term
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
+from mnemon_sm.config import Config
+from mnemon_sm.errors import CapacityExceeded, InvalidInput, ReadOnly, StorageError
+from mnemon_sm.flows.documents.api import Documents
+from mnemon_sm.flows.hot.context_text import ROUTING_GUIDANCE, render_runtime_memory
+from mnemon_sm.flows.hot.history import HistoryItem, HotHistory
+from mnemon_sm.flows.hot.journal import Journal
+from mnemon_sm.flows.hot.maintenance import MaintenanceFlow
+from mnemon_sm.flows.hot.model import (
+    LOCK_NAME,
+    SOURCE_PATH,
+    TARGETS,
+    HotEntry,
+    HotStore,
+    projection_path,
+)
+from mnemon_sm.flows.hot.mutation import HotMutationFlow
+from mnemon_sm.flows.hot.rules import Commit, Receipt, Rejected, check_request, plan_mutation
+from mnemon_sm.flows.hot.store import SourceCache, repair_projections
+from mnemon_sm.flows.lifecycle.api import AgentLifecycle
+from mnemon_sm.flows.long_term.api import LongTermMemory
+from mnemon_sm.flows.long_term.catalog import Catalog
+from mnemon_sm.flows.workers.runner import Delegate, host_only
+from mnemon_sm.ports import Ports
+from mnemon_sm.ports.embedder import Embedder
+from mnemon_sm.ports.workers import Workers
+from mnemon_sm.text import iso_ms
 
 __all__ = ["Context", "HotMemory", "HotSnapshot", "MemoryRoot", "Preview", "Progress"]
 

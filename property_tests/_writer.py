@@ -41,11 +41,11 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _REPO not in sys.path:  # run by path: make the package importable without installing it
     sys.path.insert(0, _REPO)
 
+from mnemon_sm.adapters.real import RealFiles, RealLocks, SystemClock  # noqa: E402
 from mnemon_sm.config import Config  # noqa: E402
 from mnemon_sm.errors import MnemonError  # noqa: E402
-from mnemon_sm.hot.model import LOCK_NAME  # noqa: E402
+from mnemon_sm.flows.hot.model import LOCK_NAME  # noqa: E402
 from mnemon_sm.ports import Locks, Ports  # noqa: E402
-from mnemon_sm.ports.real import RealFiles, RealLocks, SystemClock  # noqa: E402
 from mnemon_sm.root import MemoryRoot  # noqa: E402
 
 WORDS = (

@@ -1,5 +1,5 @@
 """An independent oracle of the activity score, written from reference-behaviour 11.1 (never
-from ``mnemon_sm.lifecycle.scoring``): four partial scores from four counts, their sum, and
+from ``mnemon_sm.flows.lifecycle.scoring``): four partial scores from four counts, their sum, and
 eligibility at 5.
 """
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from mnemon_sm.errors import InvalidInput, UnknownSpace
-from mnemon_sm.longterm.catalog import CATALOG_PATH, SPACE_ID, Catalog
+from mnemon_sm.flows.long_term.catalog import CATALOG_PATH, SPACE_ID, Catalog
 from mnemon_sm.testing.memory import memory_ports
 
 INVARIANT = "INV-CAT-1"  # catalog invariants hold after any sequence (see the module docstring)

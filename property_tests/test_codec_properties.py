@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from mnemon_sm.config import Config
 from mnemon_sm.errors import CapacityExceeded, CorruptStore, MnemonError
-from mnemon_sm.hot.invariants import check
-from mnemon_sm.hot.model import IMPORTANCES, SOURCE_PATH, TARGETS, HotStore, parse_source
-from mnemon_sm.hot.rules import Commit, Rejected, check_request, plan_mutation
+from mnemon_sm.flows.hot.invariants import check
+from mnemon_sm.flows.hot.model import IMPORTANCES, SOURCE_PATH, TARGETS, HotStore, parse_source
+from mnemon_sm.flows.hot.rules import Commit, Rejected, check_request, plan_mutation
 from mnemon_sm.testing.memory import MemoryFiles
 from mnemon_sm.testing.strategies import (
     JS_WHITESPACE,

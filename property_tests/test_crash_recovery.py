@@ -30,12 +30,12 @@ import attrs
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
+from mnemon_sm.adapters.real import RealLocks, real_ports
 from mnemon_sm.config import Config
 from mnemon_sm.errors import LockTimeout, MnemonError, StorageError
-from mnemon_sm.hot.invariants import check
-from mnemon_sm.hot.model import LOCK_NAME, RUNTIME_DIR, SOURCE_PATH, parse_source
+from mnemon_sm.flows.hot.invariants import check
+from mnemon_sm.flows.hot.model import LOCK_NAME, RUNTIME_DIR, SOURCE_PATH, parse_source
 from mnemon_sm.ports import TEMP_NAME, Files, Ports
-from mnemon_sm.ports.real import RealLocks, real_ports
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.faults import Fault, FaultInjector, FaultKind, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.memory import MemoryLocks, memory_ports

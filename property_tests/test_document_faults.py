@@ -34,10 +34,10 @@ from test_document_properties import ROOT, check_consistent, check_referenced, i
 from test_multiprocess import send, stop_all, wait_ready
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.documents.model import body_of, content_hash, parse_index
+from mnemon_sm.adapters.real import RealFiles
 from mnemon_sm.errors import MnemonError, StorageError
+from mnemon_sm.flows.documents.model import body_of, content_hash, parse_index
 from mnemon_sm.ports import Ports
-from mnemon_sm.ports.real import RealFiles
 from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 from mnemon_sm.testing.maintenance import world

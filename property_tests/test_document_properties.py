@@ -31,9 +31,9 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.documents.model import INDEX_PATH, DocumentRecord, body_of, content_hash
-from mnemon_sm.documents.rules import lru
 from mnemon_sm.errors import DocumentCapacityExceeded, InvalidInput, StorageError
+from mnemon_sm.flows.documents.model import INDEX_PATH, DocumentRecord, body_of, content_hash
+from mnemon_sm.flows.documents.rules import lru
 from mnemon_sm.ports import Ports
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.longterm import MemoryLongTermStore
@@ -98,7 +98,7 @@ def test_eviction_order_is_least_recently_used_first(rs: list[DocumentRecord], d
 
 
 def index_of(ports: Ports) -> list[DocumentRecord]:
-    from mnemon_sm.documents.model import parse_index
+    from mnemon_sm.flows.documents.model import parse_index
 
     return list(parse_index(ports.files.read(INDEX_PATH)))
 
@@ -315,7 +315,7 @@ texts = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_siz
 def test_the_index_encoder_equals_json_dumps(rs: list[DocumentRecord], words: list[str]) -> None:
     import json as std_json
 
-    from mnemon_sm.documents.model import encode_index
+    from mnemon_sm.flows.documents.model import encode_index
 
     varied = [
         attrs.evolve(

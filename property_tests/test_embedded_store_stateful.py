@@ -40,12 +40,12 @@ from hypothesis.stateful import (
     rule,
 )
 
+from mnemon_sm.adapters.sqlite import EmbeddedStore
+from mnemon_sm.adapters.sqlite import recall as algo
+from mnemon_sm.adapters.sqlite.rows import COLUMNS, insight, stamp
+from mnemon_sm.adapters.sqlite.scan import ScanSource
 from mnemon_sm.errors import InvalidInput, UnknownInsight
-from mnemon_sm.longterm.sqlite import EmbeddedStore
-from mnemon_sm.longterm.sqlite import recall as algo
-from mnemon_sm.longterm.sqlite.rows import COLUMNS, insight, stamp
-from mnemon_sm.longterm.sqlite.scan import ScanSource
-from mnemon_sm.longterm.values import RecallResult
+from mnemon_sm.ports.long_term.values import RecallResult
 from mnemon_sm.testing.memory import FakeClock
 
 WORDS = ("redis", "cache", "deploy", "rollback", "disk", "billing", "queue", "lunch")

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mnemon_sm.longterm.catalog import CATALOG_PATH
-from mnemon_sm.longterm.sqlite import EmbeddedStore
+from mnemon_sm.adapters.sqlite import EmbeddedStore
+from mnemon_sm.flows.long_term.catalog import CATALOG_PATH
 from mnemon_sm.testing.memory import FakeClock
 
 RACER = Path(__file__).with_name("_first_remember.py")

@@ -31,13 +31,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from mnemon_sm import Config, MemoryRoot, MnemonError
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 from mnemon_sm.testing.maintenance import seed, takeover_script
 from mnemon_sm.testing.memory import MemoryFiles, MemoryLocks, memory_ports
-from mnemon_sm.workers.builtin import BuiltinWorkers
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
 
 NEVER_LOST = "INV-MNT-7"
 CONFIG = Config(durability="off", user_limit=384, memory_limit=768)

@@ -34,10 +34,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from scoring_model import as_reference, reference_score
 
 from mnemon_sm import Config, MemoryRoot, MnemonError
-from mnemon_sm.lifecycle.scoring import score_of
+from mnemon_sm.flows.lifecycle.scoring import score_of
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.memory import memory_ports
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
 
 FAILED_KEEPS = "INV-LIF-1"
 NEVER_WHILE_BUSY = "INV-LIF-2"

@@ -29,17 +29,17 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.config import Config
 from mnemon_sm.errors import InactiveSpace, ToolRefused, WorkerFailed
-from mnemon_sm.longterm.quality import tier_of
-from mnemon_sm.longterm.write_flows import GRANTS
+from mnemon_sm.flows.long_term.quality import tier_of
+from mnemon_sm.flows.long_term.tools import READ_TOOLS, WRITE_TOOLS
+from mnemon_sm.flows.long_term.write import GRANTS
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.longterm import MemoryLongTermStore, ScriptedWorkers
 from mnemon_sm.testing.memory import MemoryFiles, memory_ports
-from mnemon_sm.workers.builtin import BuiltinWorkers
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
-from mnemon_sm.workers.tools import READ_TOOLS, WRITE_TOOLS
 from property_tests.threads import WorkerData
 
 RECALL_CAP_HOLDS = "INV-REC-1"  # recall never returns more than its limit (12 by default)

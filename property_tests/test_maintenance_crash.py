@@ -32,10 +32,10 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.hot.model import SOURCE_PATH, HotEntry, HotStore
-from mnemon_sm.longterm.sqlite import EmbeddedStore
+from mnemon_sm.adapters.real import RealLocks, real_ports
+from mnemon_sm.adapters.sqlite import EmbeddedStore
+from mnemon_sm.flows.hot.model import SOURCE_PATH, HotEntry, HotStore
 from mnemon_sm.ports import Ports
-from mnemon_sm.ports.real import RealLocks, real_ports
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 from mnemon_sm.testing.maintenance import seed

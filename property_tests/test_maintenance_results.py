@@ -26,13 +26,13 @@ from hypothesis import strategies as st
 
 from mnemon_sm import Config, MemoryRoot
 from mnemon_sm.errors import MaintenanceRejected
-from mnemon_sm.hot.model import normalize
-from mnemon_sm.maintenance.packing import RANK, budget, joined_size, pack
+from mnemon_sm.flows.hot.model import normalize
+from mnemon_sm.flows.hot.packing import RANK, budget, joined_size, pack
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import archive_script, insight_contents, seed, world
 from mnemon_sm.testing.memory import memory_ports
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
 from property_tests.threads import WorkerData
 
 UNCHANGED = "INV-MNT-1"  # a refused maintenance leaves every file byte-identical

@@ -25,13 +25,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from mnemon_sm import CapacityExceeded, Config, MemoryRoot
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.errors import MaintenanceRejected, RevisionConflict
-from mnemon_sm.hot.model import normalize
+from mnemon_sm.flows.hot.model import normalize
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.maintenance import insight_contents
 from mnemon_sm.testing.memory import memory_ports
 from mnemon_sm.text import collapse_whitespace
-from mnemon_sm.workers.builtin import BuiltinWorkers
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
 
 KEPT = "INV-MNT-5"
 SINGLE_COPY = "INV-MNT-6"

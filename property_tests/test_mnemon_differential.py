@@ -39,11 +39,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mnemon_sm.adapters.mnemon import MnemonCliStore
+from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.errors import MnemonError
-from mnemon_sm.longterm.mnemon import MnemonCliStore
-from mnemon_sm.longterm.port import LongTermStore
-from mnemon_sm.longterm.sqlite import EmbeddedStore
-from mnemon_sm.longterm.values import EDGE_TYPES, INTENTS, SOURCES, RecallResult
+from mnemon_sm.ports.long_term.port import LongTermStore
+from mnemon_sm.ports.long_term.values import EDGE_TYPES, INTENTS, SOURCES, RecallResult
 from mnemon_sm.testing.fake_mnemon import install
 from mnemon_sm.testing.memory import FakeClock
 

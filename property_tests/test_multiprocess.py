@@ -5,7 +5,7 @@ storage root at the same time, serialized only by the real cross-process file lo
 writer logs ``"<proc>:<op>"`` to a shared append-only file while it still holds the lock, so
 the log is the lock order. The test then replays the log against :class:`RefModel`, a small
 independent model of the hot-memory rules written here (it does not use
-``mnemon_sm.hot.rules``), and requires every acknowledgement (receipt or error class) to be
+``mnemon_sm.flows.hot.rules``), and requires every acknowledgement (receipt or error class) to be
 what the model answers at that point of the lock order, and the final ``memories.json`` to be
 the model's final state, entry order included.
 
@@ -24,10 +24,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from mnemon_sm.adapters.real import RealFiles
 from mnemon_sm.config import Config, Durability
-from mnemon_sm.hot.invariants import check
-from mnemon_sm.hot.model import SOURCE_PATH
-from mnemon_sm.ports.real import RealFiles
+from mnemon_sm.flows.hot.invariants import check
+from mnemon_sm.flows.hot.model import SOURCE_PATH
 
 WRITER = Path(__file__).with_name("_writer.py")
 USER_LIMIT, MEMORY_LIMIT = 1024, 4096  # small, so capacity refusals happen

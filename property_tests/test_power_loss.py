@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from mnemon_sm.config import Config
 from mnemon_sm.errors import CorruptStore
-from mnemon_sm.hot.invariants import check
-from mnemon_sm.hot.model import RUNTIME_DIR, SOURCE_PATH, parse_source
+from mnemon_sm.flows.hot.invariants import check
+from mnemon_sm.flows.hot.model import RUNTIME_DIR, SOURCE_PATH, parse_source
 from mnemon_sm.ports import TEMP_NAME, Ports
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports

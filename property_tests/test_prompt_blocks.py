@@ -21,12 +21,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemon_sm.hot.context_text import render_runtime_memory
-from mnemon_sm.hot.model import DELIMITER, HotEntry, HotStore, normalize
-from mnemon_sm.maintenance.prompts import render_body
-from mnemon_sm.maintenance.values import Snapshot
+from mnemon_sm.flows.hot.context_text import render_runtime_memory
+from mnemon_sm.flows.hot.maintenance_prompts import render_body
+from mnemon_sm.flows.hot.maintenance_values import Snapshot
+from mnemon_sm.flows.hot.model import DELIMITER, HotEntry, HotStore, normalize
+from mnemon_sm.flows.workers.requests import build_request
 from mnemon_sm.text import BLOCK_TAGS, WHITESPACE
-from mnemon_sm.workers.requests import build_request
 
 T0 = "2026-01-01T00:00:00.000Z"
 FRAGMENTS = st.sampled_from(

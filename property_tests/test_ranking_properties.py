@@ -27,13 +27,13 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from mnemon_sm.adapters.sqlite import EmbeddedStore, lexical
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.config import Config
-from mnemon_sm.longterm import ranking
-from mnemon_sm.longterm.sqlite import EmbeddedStore, lexical
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.long_term import ranking
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.memory import FakeClock, MemoryFiles, MemoryLocks
-from mnemon_sm.workers.builtin import BuiltinWorkers
 
 IRRELEVANT_NEVER_RETURNED = "INV-SEA-3"
 

@@ -2,7 +2,7 @@
 
 The reference locks ``runtime/.memories.lock`` by creating it exclusively (stale after 30 s);
 we ``flock`` a sibling file and, while holding it, hold the reference's file by its own rules
-(:mod:`mnemon_sm.ports.real`). Here writer processes of both kinds append to MEMORY.md of one
+(:mod:`mnemon_sm.adapters.real`). Here writer processes of both kinds append to MEMORY.md of one
 root at the same time: the reference's protocol is played by ``_reference_writer.py`` (plain
 Python, no ``mnemon_sm``), ours by ``MemoryRoot.hot.add``. Every acknowledged entry of either
 side must be in ``memories.json`` exactly once (INV-HOT-7 across implementations), and after

@@ -42,10 +42,10 @@ from test_multiprocess import (
     wait_ready,
 )
 
+from mnemon_sm.adapters.real import RealFiles
 from mnemon_sm.config import Config
-from mnemon_sm.hot.invariants import check
+from mnemon_sm.flows.hot.invariants import check
 from mnemon_sm.ports import TEMP_NAME
-from mnemon_sm.ports.real import RealFiles
 from mnemon_sm.root import MemoryRoot
 
 INVARIANT = "INV-HOT-2"  # the spec's ID, as a literal (the spec lint looks for it)

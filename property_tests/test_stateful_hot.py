@@ -27,11 +27,12 @@ from hypothesis import Phase, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from mnemon_sm.adapters.real import RealFiles, RealLocks, real_ports
 from mnemon_sm.config import Config
 from mnemon_sm.errors import CorruptStore, LockTimeout
-from mnemon_sm.hot.context_text import render_runtime_memory
-from mnemon_sm.hot.invariants import check
-from mnemon_sm.hot.model import (
+from mnemon_sm.flows.hot.context_text import render_runtime_memory
+from mnemon_sm.flows.hot.invariants import check
+from mnemon_sm.flows.hot.model import (
     LOCK_NAME,
     SOURCE_PATH,
     HotEntry,
@@ -39,7 +40,6 @@ from mnemon_sm.hot.model import (
     parse_source,
     projection_path,
 )
-from mnemon_sm.ports.real import RealFiles, RealLocks, real_ports
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.strategies import hot_stores, mutation_requests

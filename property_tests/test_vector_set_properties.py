@@ -10,7 +10,7 @@ import numpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemon_sm.longterm.sqlite.vectors import VectorSet
+from mnemon_sm.adapters.sqlite.vectors import VectorSet
 
 DIMENSIONS = 8
 

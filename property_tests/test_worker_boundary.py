@@ -30,14 +30,14 @@ import attrs
 import pytest
 
 from mnemon_sm import Config, MemoryRoot, WorkerFailed
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.engine.spec import ABORT, flow_names, load_flow
-from mnemon_sm.hot.model import SOURCE_PATH
+from mnemon_sm.flows.hot.model import SOURCE_PATH
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.faults import RaisingPort
 from mnemon_sm.testing.maintenance import seed, world
 from mnemon_sm.testing.memory import memory_ports
-from mnemon_sm.workers.builtin import BuiltinWorkers
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
 
 AT_REST = {
     "recall": "INV-REC-4",
@@ -362,7 +362,7 @@ def _reviewing_agent(root: MemoryRoot, ports: Ports) -> Any:
 def test_an_exception_starting_a_review_leaves_the_agent_idle_and_usable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from mnemon_sm.lifecycle.flow import LifecycleFlow
+    from mnemon_sm.flows.lifecycle.agent import LifecycleFlow
 
     original = LifecycleFlow.start_review
     interrupt = KeyboardInterrupt("starting the review")
@@ -391,7 +391,7 @@ def test_an_exception_starting_a_review_leaves_the_agent_idle_and_usable(
 def test_an_exception_applying_a_review_leaves_the_agent_idle_and_usable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from mnemon_sm.lifecycle.flow import LifecycleFlow
+    from mnemon_sm.flows.lifecycle.agent import LifecycleFlow
 
     original = LifecycleFlow.apply_review
     calls: list[int] = []

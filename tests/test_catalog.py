@@ -23,7 +23,7 @@ from mnemon_sm.errors import (
     LockTimeout,
     UnknownSpace,
 )
-from mnemon_sm.longterm.catalog import CATALOG_LOCK, CATALOG_PATH, Catalog, Space
+from mnemon_sm.flows.long_term.catalog import CATALOG_LOCK, CATALOG_PATH, Catalog, Space
 from mnemon_sm.ports import Ports
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 from mnemon_sm.testing.memory import CallLog, MemoryFiles, MemoryLocks, memory_ports

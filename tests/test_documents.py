@@ -13,8 +13,7 @@ import attrs
 import pytest
 
 from mnemon_sm import Config, MemoryRoot, WorkerFailed
-from mnemon_sm.documents.model import INDEX_PATH, slug
-from mnemon_sm.documents.values import DocumentResult
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.errors import (
     CorruptStore,
     DocumentArchived,
@@ -25,15 +24,16 @@ from mnemon_sm.errors import (
     MaintenanceRejected,
     StorageError,
 )
+from mnemon_sm.flows.documents.model import INDEX_PATH, slug
+from mnemon_sm.flows.documents.values import DocumentResult
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.coverage import TransitionRecorder
 from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import insight_contents, world
 from mnemon_sm.testing.memory import MemoryFiles, memory_ports
 from mnemon_sm.testing.snapshot import root_state
-from mnemon_sm.workers.builtin import BuiltinWorkers
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
 
 LIMIT = 4096
 CONFIG = Config(durability="off", documents_active_limit=LIMIT)
@@ -635,7 +635,7 @@ def test_opening_repairs_every_crash_window() -> None:
     )
     # c: an update wrote the file but not the index
     record_c, _ = root.documents.get(c)
-    from mnemon_sm.documents.model import content_hash, render
+    from mnemon_sm.flows.documents.model import content_hash, render
 
     newer = attrs.evolve(
         record_c, content_hash=content_hash("gamma v2"), updated_at="2026-12-01T00:00:00.000Z"
@@ -722,8 +722,8 @@ def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
 def test_withdrawing_a_failed_archive_deletes_only_the_spaces_it_created() -> None:
     """A staged space creation that adopted another writer's identical space wrote nothing:
     taking the run back leaves that space (and its references) alone."""
-    from mnemon_sm.documents.flow import _withdraw
-    from mnemon_sm.workers.tools import AppliedWrite
+    from mnemon_sm.flows.documents.mutation import _withdraw
+    from mnemon_sm.flows.long_term.tools import AppliedWrite
 
     root, _ = open_root(scripted(lambda request, tools: {}))
     service = root.long_term.service

@@ -16,6 +16,11 @@ from typing import Any
 
 import pytest
 
+from mnemon_sm.adapters.sqlite import EmbeddedStore
+from mnemon_sm.adapters.sqlite import recall as algo
+from mnemon_sm.adapters.sqlite.decay import effective_importance
+from mnemon_sm.adapters.sqlite.rows import COLUMNS, insight
+from mnemon_sm.adapters.sqlite.scan import ScanSource
 from mnemon_sm.errors import (
     CorruptStore,
     InvalidInput,
@@ -23,13 +28,8 @@ from mnemon_sm.errors import (
     UnknownInsight,
     UnknownSpace,
 )
-from mnemon_sm.longterm.port import LongTermStore
-from mnemon_sm.longterm.sqlite import EmbeddedStore
-from mnemon_sm.longterm.sqlite import recall as algo
-from mnemon_sm.longterm.sqlite.decay import effective_importance
-from mnemon_sm.longterm.sqlite.rows import COLUMNS, insight
-from mnemon_sm.longterm.sqlite.scan import ScanSource
-from mnemon_sm.longterm.values import DraftEdge, DraftInsight, ImportDraft, Insight
+from mnemon_sm.ports.long_term.port import LongTermStore
+from mnemon_sm.ports.long_term.values import DraftEdge, DraftInsight, ImportDraft, Insight
 from mnemon_sm.testing.memory import FakeClock
 
 HOUR = 3_600_000
@@ -534,7 +534,7 @@ def test_insight_ids_are_time_ordered_uuids(store: EmbeddedStore, clock: FakeClo
 
 
 def test_insight_ids_stay_unique_and_ordered_across_threads() -> None:
-    from mnemon_sm.longterm.sqlite.rows import IdSequence
+    from mnemon_sm.adapters.sqlite.rows import IdSequence
 
     ids = IdSequence()
     out: list[list[str]] = [[] for _ in range(4)]
@@ -922,7 +922,7 @@ def test_a_busy_side_index_is_never_deleted_as_if_it_were_damaged(
 ) -> None:
     """ "database is locked" while attaching means another process uses the index: the error
     is raised and the file stays (only a damaged file is rebuilt)."""
-    from mnemon_sm.longterm.sqlite.sideindex import SideIndex
+    from mnemon_sm.adapters.sqlite.sideindex import SideIndex
 
     first = EmbeddedStore(tmp_path, clock)
     first.create_space("default")
@@ -931,7 +931,7 @@ def test_a_busy_side_index_is_never_deleted_as_if_it_were_damaged(
     index = tmp_path / "data" / "default" / "mnemon-sm-index.db"
     before = index.read_bytes()
 
-    from mnemon_sm.longterm.sqlite import sideindex
+    from mnemon_sm.adapters.sqlite import sideindex
 
     real_attach = SideIndex._attach
     refusals = [2]  # busy twice, then the other process is done

@@ -30,14 +30,11 @@ from typing import Any, ClassVar
 import numpy
 import pytest
 
+from mnemon_sm.adapters import sentence as sentence_module
+from mnemon_sm.adapters.sentence import SentenceTransformerEmbedder
 from mnemon_sm.errors import EmbeddingFailed, InvalidConfig, InvalidInput, MnemonError
-from mnemon_sm.longterm.embed import (
-    Embedder,
-    SentenceTransformerEmbedder,
-    checked_vectors,
-    embed_checked,
-)
-from mnemon_sm.longterm.embed import sentence as sentence_module
+from mnemon_sm.ports.embedder import Embedder
+from mnemon_sm.ports.embedder_checks import checked_vectors, embed_checked
 from mnemon_sm.testing.embed import EMBEDDER_DEFECTS, FakeEmbedder, FaultyEmbedder
 
 SENTINEL = 0.123456789  # a vector value that must never appear in an error message

@@ -18,7 +18,7 @@ from mnemon_sm import (
     ReadOnly,
     RequestRejected,
 )
-from mnemon_sm.hot.model import LOCK_NAME
+from mnemon_sm.flows.hot.model import LOCK_NAME
 from mnemon_sm.testing.memory import memory_ports
 
 

@@ -24,9 +24,9 @@ from mnemon_sm import (
 )
 from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.errors import MnemonError
-from mnemon_sm.hot.compaction import Compaction
-from mnemon_sm.hot.model import LOCK_NAME, SOURCE_PATH, parse_source
-from mnemon_sm.hot.rules import check_request
+from mnemon_sm.flows.hot.compaction import Compaction
+from mnemon_sm.flows.hot.model import LOCK_NAME, SOURCE_PATH, parse_source
+from mnemon_sm.flows.hot.rules import check_request
 from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
 from mnemon_sm.testing.memory import CallLog, MemoryFiles, memory_ports
 

@@ -14,14 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mnemon_sm.adapters.real import real_ports
 from mnemon_sm.errors import (
     CorruptStore,
     InvalidInput,
     StorageError,
     UnknownHistoryEntry,
 )
-from mnemon_sm.hot import history
-from mnemon_sm.hot.history import (
+from mnemon_sm.flows.hot import history
+from mnemon_sm.flows.hot.history import (
     HISTORY_PATH,
     HistoryRound,
     HotHistory,
@@ -29,10 +30,9 @@ from mnemon_sm.hot.history import (
     encode_round,
     preserved_round,
 )
-from mnemon_sm.hot.model import LOCK_NAME, HotEntry, Importance, Target
-from mnemon_sm.maintenance.values import Candidate
+from mnemon_sm.flows.hot.maintenance_values import Candidate
+from mnemon_sm.flows.hot.model import LOCK_NAME, HotEntry, Importance, Target
 from mnemon_sm.ports import Ports
-from mnemon_sm.ports.real import real_ports
 from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
 from mnemon_sm.testing.memory import CallLog, MemoryFiles, MemoryLocks, memory_ports
 

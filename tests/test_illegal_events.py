@@ -18,7 +18,7 @@ import pytest
 from mnemon_sm import Config, IllegalEvent, LockTimeout, MemoryRoot
 from mnemon_sm.engine.flow import send
 from mnemon_sm.engine.spec import flow_names, load_flow
-from mnemon_sm.hot.model import LOCK_NAME
+from mnemon_sm.flows.hot.model import LOCK_NAME
 from mnemon_sm.testing.memory import memory_ports
 
 REQUEST = {"action": "add", "target": "user", "content": "text"}

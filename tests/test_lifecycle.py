@@ -11,12 +11,12 @@ import attrs
 import pytest
 
 from mnemon_sm import Config, CorruptStore, IllegalEvent, InvalidInput, MemoryRoot
-from mnemon_sm.lifecycle.api import AsyncDriver
-from mnemon_sm.lifecycle.scoring import score_of
+from mnemon_sm.flows.lifecycle.api import AsyncDriver
+from mnemon_sm.flows.lifecycle.scoring import score_of
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.memory import memory_ports
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
 
 IDLE_MS = 30_000
 

@@ -21,8 +21,8 @@ import attrs
 import pytest
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.lifecycle import state as persisted
-from mnemon_sm.lifecycle.scoring import ACTIVITY_KEPT, MESSAGE_IDS_KEPT
+from mnemon_sm.flows.lifecycle import state as persisted
+from mnemon_sm.flows.lifecycle.scoring import ACTIVITY_KEPT, MESSAGE_IDS_KEPT
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.memory import memory_ports
 from mnemon_sm.testing.snapshot import root_state

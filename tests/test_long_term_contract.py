@@ -9,9 +9,9 @@ from typing import Any, cast
 
 import pytest
 
-from mnemon_sm.longterm.port import LongTermStore
-from mnemon_sm.longterm.sqlite import EmbeddedStore
-from mnemon_sm.longterm.values import ForgetReceipt
+from mnemon_sm.adapters.sqlite import EmbeddedStore
+from mnemon_sm.ports.long_term.port import LongTermStore
+from mnemon_sm.ports.long_term.values import ForgetReceipt
 from mnemon_sm.testing.contract import check_long_term_contract
 from mnemon_sm.testing.faults import FaultInjector, FaultyPort
 from mnemon_sm.testing.longterm import MemoryLongTermStore

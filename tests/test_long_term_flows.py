@@ -20,12 +20,12 @@ from mnemon_sm import (
     UnknownSpace,
     WorkerFailed,
 )
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
+from mnemon_sm.adapters.workers.routing import choose_space, merge_target
 from mnemon_sm.engine.spec import load_flow
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.memory import memory_ports
-from mnemon_sm.workers.builtin import BuiltinWorkers
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
-from mnemon_sm.workers.routing import choose_space, merge_target
 
 Script = Callable[[WorkerRequest, ToolBox], object]
 

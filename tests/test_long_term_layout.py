@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.adapters.real import real_ports
+from mnemon_sm.adapters.sqlite import EmbeddedStore, drafts, schema, sideindex
 from mnemon_sm.errors import CorruptStore, StorageError, WorkerFailed
-from mnemon_sm.longterm.catalog import CATALOG_PATH, Catalog
-from mnemon_sm.longterm.sqlite import EmbeddedStore, drafts, schema, sideindex
-from mnemon_sm.ports.real import real_ports
+from mnemon_sm.flows.long_term.catalog import CATALOG_PATH, Catalog
 from mnemon_sm.testing.memory import FakeClock
 
 EMBEDDED = Config(long_term_store="embedded")
@@ -416,7 +416,7 @@ def test_a_creation_that_cannot_open_its_new_store_removes_nothing_through_a_lin
 OTHER_PROCESS = """
 import sys
 from pathlib import Path
-from mnemon_sm.longterm.sqlite import EmbeddedStore
+from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.testing.memory import FakeClock
 
 with EmbeddedStore(Path(sys.argv[1]), FakeClock()) as store:

@@ -19,14 +19,14 @@ from mnemon_sm import (
     ToolRefused,
     WorkerFailed,
 )
-from mnemon_sm.maintenance.flow import ARCHIVE_GRANTS
-from mnemon_sm.maintenance.journal import JOURNAL_PATH, Journal
-from mnemon_sm.maintenance.packing import budget, pack
+from mnemon_sm.flows.hot.journal import JOURNAL_PATH, Journal
+from mnemon_sm.flows.hot.maintenance import ARCHIVE_GRANTS
+from mnemon_sm.flows.hot.packing import budget, pack
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import archive_script, insight_contents, seed, world
 from mnemon_sm.testing.memory import memory_ports
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
 
 CONFIG = Config(durability="off")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mnemon_sm.ports import real
-from mnemon_sm.ports.real import RealFiles
+from mnemon_sm.adapters import real
+from mnemon_sm.adapters.real import RealFiles
 from mnemon_sm.testing.memory import MemoryFiles
 
 

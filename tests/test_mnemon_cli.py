@@ -24,6 +24,11 @@ from typing import Any
 import attrs
 import pytest
 
+from mnemon_sm.adapters import select
+from mnemon_sm.adapters.mnemon import KILL_GRACE_S, MnemonCliStore, parse_viz_html, viz
+from mnemon_sm.adapters.mnemon import store as mnemon_store
+from mnemon_sm.adapters.select import open_long_term
+from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.config import Config
 from mnemon_sm.errors import (
     InvalidConfig,
@@ -32,12 +37,7 @@ from mnemon_sm.errors import (
     UnknownInsight,
     UnknownSpace,
 )
-from mnemon_sm.longterm import select
-from mnemon_sm.longterm.mnemon import KILL_GRACE_S, MnemonCliStore, parse_viz_html, viz
-from mnemon_sm.longterm.mnemon import store as mnemon_store
-from mnemon_sm.longterm.select import open_long_term
-from mnemon_sm.longterm.sqlite import EmbeddedStore
-from mnemon_sm.longterm.values import Capabilities, DraftEdge, DraftInsight, ImportDraft
+from mnemon_sm.ports.long_term.values import Capabilities, DraftEdge, DraftInsight, ImportDraft
 from mnemon_sm.testing.contract import check_long_term_contract
 from mnemon_sm.testing.fake_mnemon import install
 from mnemon_sm.testing.memory import FakeClock

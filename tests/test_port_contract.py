@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from mnemon_sm.adapters.real import REFERENCE_LOCKS, RealFiles, RealLocks, SystemClock
 from mnemon_sm.ports import Clock, Files, Locks, Ports, Stamp
-from mnemon_sm.ports.real import REFERENCE_LOCKS, RealFiles, RealLocks, SystemClock
 from mnemon_sm.testing.contract import (
     check_clock_contract,
     check_files_contract,

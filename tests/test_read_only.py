@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.adapters.sqlite import EmbeddedStore
+from mnemon_sm.adapters.sqlite.handles import Handle
 from mnemon_sm.errors import CorruptStore, ReadOnly
-from mnemon_sm.longterm.sqlite import EmbeddedStore
-from mnemon_sm.longterm.sqlite.handles import Handle
 from mnemon_sm.testing.memory import FakeClock
 from mnemon_sm.testing.snapshot import root_state
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.documents.model import LOCK_NAME as DOCUMENTS_LOCK
+from mnemon_sm.adapters import real as real_module
+from mnemon_sm.adapters.real import REFERENCE_LOCKS, RealFiles, RealLocks
 from mnemon_sm.errors import CorruptStore, LockTimeout, MnemonError, StorageError
-from mnemon_sm.hot.model import LOCK_NAME as HOT_LOCK
+from mnemon_sm.flows.documents.model import LOCK_NAME as DOCUMENTS_LOCK
+from mnemon_sm.flows.hot.model import LOCK_NAME as HOT_LOCK
 from mnemon_sm.ports import TEMP_NAME
-from mnemon_sm.ports import real as real_module
-from mnemon_sm.ports.real import REFERENCE_LOCKS, RealFiles, RealLocks
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.memory import memory_ports
 from mnemon_sm.testing.snapshot import root_state

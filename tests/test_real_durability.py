@@ -22,8 +22,8 @@ import attrs
 import pytest
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.hot.model import SOURCE_PATH
-from mnemon_sm.longterm.catalog import CATALOG_PATH
+from mnemon_sm.flows.hot.model import SOURCE_PATH
+from mnemon_sm.flows.long_term.catalog import CATALOG_PATH
 from mnemon_sm.ports import TEMP_NAME
 
 #: (temporary file fsynced before the rename, directory fsynced after it), per level.

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemon_sm.longterm.sqlite import recall
-from mnemon_sm.longterm.sqlite.recall import Doc, Neighbor, Reach
-from mnemon_sm.longterm.sqlite.scan import ScanSource
-from mnemon_sm.longterm.sqlite.tokens import (
+from mnemon_sm.adapters.sqlite import recall
+from mnemon_sm.adapters.sqlite.recall import Doc, Neighbor, Reach
+from mnemon_sm.adapters.sqlite.scan import ScanSource
+from mnemon_sm.adapters.sqlite.tokens import (
     STOP_WORDS,
     EntityMatcher,
     causal_cue,
@@ -22,7 +22,7 @@ from mnemon_sm.longterm.sqlite.tokens import (
     token_set,
     tokenize,
 )
-from mnemon_sm.longterm.values import Insight
+from mnemon_sm.ports.long_term.values import Insight
 
 # -- tokens ---------------------------------------------------------------------------------
 

@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from mnemon_sm.adapters.sqlite import EmbeddedStore
+from mnemon_sm.adapters.sqlite.lexical import analyze, edit_distance, query_terms
+from mnemon_sm.adapters.sqlite.store import DENSE_UNAVAILABLE
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.config import Config
 from mnemon_sm.errors import CorruptStore, InvalidInput, ReadOnly
-from mnemon_sm.longterm.sqlite import EmbeddedStore
-from mnemon_sm.longterm.sqlite.lexical import analyze, edit_distance, query_terms
-from mnemon_sm.longterm.sqlite.store import DENSE_UNAVAILABLE
-from mnemon_sm.longterm.values import DraftEdge, DraftInsight, ImportDraft
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.long_term.values import DraftEdge, DraftInsight, ImportDraft
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.embed import EMBEDDER_DEFECTS, FakeEmbedder, FaultyEmbedder
 from mnemon_sm.testing.memory import FakeClock, MemoryFiles, MemoryLocks
 from mnemon_sm.testing.snapshot import root_state
-from mnemon_sm.workers.builtin import BuiltinWorkers
 
 NOW = 1_786_608_000_000
 DAY = 86_400_000
@@ -352,7 +352,7 @@ def test_search_honours_its_limit_without_tier_quotas(tmp_path: Path, clock: Fak
 
 
 def test_a_large_rebuild_reports_progress(tmp_path: Path, clock: FakeClock) -> None:
-    from mnemon_sm.longterm.sqlite.sideindex import PROGRESS_FROM
+    from mnemon_sm.adapters.sqlite.sideindex import PROGRESS_FROM
 
     seen: list[tuple[str, int, int]] = []
     store = _store(tmp_path, clock, progress=lambda *a: seen.append(a))
@@ -412,7 +412,7 @@ def test_the_vector_set_follows_remembers_forgets_and_rebuilds(
 
 
 def test_vectors_stored_later_reach_the_vector_set(tmp_path: Path, clock: FakeClock) -> None:
-    from mnemon_sm.longterm.sqlite.vectors import EMBED_PER_RECALL
+    from mnemon_sm.adapters.sqlite.vectors import EMBED_PER_RECALL
 
     embedder = FakeEmbedder(synonyms={"gf": "girlfriend"})
     store = _store(tmp_path, clock, embedder=embedder)

@@ -14,8 +14,8 @@ from mnemon_sm.errors import (
     InvalidInput,
     NoMatch,
 )
-from mnemon_sm.hot.model import HotEntry, HotStore
-from mnemon_sm.hot.rules import Commit, Rejected, Unchanged, check_request, plan_mutation
+from mnemon_sm.flows.hot.model import HotEntry, HotStore
+from mnemon_sm.flows.hot.rules import Commit, Rejected, Unchanged, check_request, plan_mutation
 
 T0, T1 = "2026-08-13T08:00:00.000Z", "2026-08-13T09:00:00.000Z"
 

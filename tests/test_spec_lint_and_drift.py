@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mnemon_sm.cli.specs import check_specs
 from mnemon_sm.engine.lint import lint_flow, port_methods
 from mnemon_sm.engine.render import render_dot, render_markdown
 from mnemon_sm.engine.spec import (
@@ -16,7 +17,6 @@ from mnemon_sm.engine.spec import (
     load_flow,
     parse_spec,
 )
-from mnemon_sm.specs_command import check_specs
 
 from .test_spec_loader import GOOD, DemoContext
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from mnemon_sm.errors import CorruptStore, InvalidInput
-from mnemon_sm.hot.model import HotEntry, HotStore, normalize, parse_source
+from mnemon_sm.flows.hot.model import HotEntry, HotStore, normalize, parse_source
 from mnemon_sm.text import collapse_whitespace, iso_ms, strip_whitespace, utf8_len, utf16_len
 
 T = "2026-08-13T08:00:00.000Z"

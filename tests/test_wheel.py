@@ -19,7 +19,7 @@ names = flow_names()
 assert names == {names!r}, names
 for name in names:
     load_flow(name)
-from mnemon_sm.workers.requests import persona
+from mnemon_sm.flows.workers.requests import persona
 assert all(persona(kind).strip() for kind in ("recall", "write", "answer"))
 print("loaded", len(names), "flows from", spec_dir())
 """
@@ -52,7 +52,7 @@ def test_wheel_contains_and_loads_every_spec(tmp_path: Path) -> None:
         assert f"mnemon_sm/_specs/{spec}" in names
     assert "mnemon_sm/py.typed" in names
     for kind in ("recall", "write", "answer"):
-        assert f"mnemon_sm/workers/texts/{kind}.md" in names
+        assert f"mnemon_sm/flows/workers/texts/{kind}.md" in names
     flows = tuple(sorted(s.removesuffix(".yaml") for s in specs))
     run = subprocess.run(
         [sys.executable, "-c", PROBE.replace("{names!r}", repr(flows))],

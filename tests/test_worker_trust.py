@@ -40,12 +40,12 @@ from mnemon_sm import (
     WorkerFailed,
     WorkerTimeout,
 )
-from mnemon_sm.hot.history import HISTORY_PATH
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
+from mnemon_sm.flows.hot.history import HISTORY_PATH
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.maintenance import seed, takeover_script, world
 from mnemon_sm.testing.memory import FakeClock, memory_ports
-from mnemon_sm.workers.builtin import BuiltinWorkers
-from mnemon_sm.workers.port import ToolBox, WorkerRequest
 from tests.test_lifecycle import user
 
 CONFIG = Config(durability="off", user_limit=512, memory_limit=1024)
@@ -236,7 +236,7 @@ def test_a_history_that_cannot_be_written_stops_the_compaction() -> None:
 
 
 def test_history_and_restore_on_the_command_line(tmp_path: Path) -> None:
-    from mnemon_sm.cli import main
+    from mnemon_sm.cli.main import main
 
     root_dir = tmp_path / "root"
     base = "User prefers concise answers " + "c" * 70
@@ -665,7 +665,7 @@ def test_a_worker_failure_never_repeats_a_secret() -> None:
 def test_the_cli_prints_a_redacted_worker_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mnemon_sm.cli import main
+    from mnemon_sm.cli.main import main
 
     monkeypatch.setattr(BuiltinWorkers, "_recall", lambda self, data, tools: leaking(None, tools))  # type: ignore[arg-type]
     with pytest.raises(SystemExit):
@@ -731,7 +731,7 @@ def test_worker_summaries_are_redacted_in_receipts_and_refusals() -> None:
 def test_an_insight_holds_an_entry_only_verbatim_on_word_boundaries(
     container: str, held: bool
 ) -> None:
-    from mnemon_sm.maintenance.checks import holds_text
+    from mnemon_sm.flows.hot.maintenance_checks import holds_text
 
     assert holds_text(container, "Deploys run on Fridays") is held
 

@@ -21,9 +21,10 @@ from typing import Any
 import numpy
 import pytest
 
+from mnemon_sm.adapters.sentence import SentenceTransformerEmbedder, default_model_dir
 from mnemon_sm.errors import InvalidConfig
-from mnemon_sm.longterm.embed import Embedder, SentenceTransformerEmbedder, embed_checked
-from mnemon_sm.longterm.embed.sentence import default_model_dir
+from mnemon_sm.ports.embedder import Embedder
+from mnemon_sm.ports.embedder_checks import embed_checked
 
 
 def _refuse(*args: Any, **kwargs: Any) -> Any:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..errors import MnemonError
-from .flow import Machine, send, start
+from mnemon_sm.engine.flow import Machine, send, start
+from mnemon_sm.errors import MnemonError
 
 __all__ = ["FlowContext"]
 

@@ -28,8 +28,8 @@ from typing import Any
 from statemachine import StateChart
 from statemachine.exceptions import TransitionNotAllowed
 
-from ..errors import IllegalEvent
-from .spec import ABORT, FlowSpec, load_flow
+from mnemon_sm.engine.spec import ABORT, FlowSpec, load_flow
+from mnemon_sm.errors import IllegalEvent
 
 __all__ = ["Machine", "add_observer", "remove_observer", "send", "start", "state_of"]
 

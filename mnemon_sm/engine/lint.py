@@ -18,9 +18,9 @@ from pathlib import Path
 
 import attrs
 
-from .. import ports as ports_module
-from ..ports import Ports
-from .spec import LoadedFlow
+from mnemon_sm import ports as ports_module
+from mnemon_sm.engine.spec import LoadedFlow
+from mnemon_sm.ports import Ports
 
 __all__ = ["lint_flow", "port_methods"]
 
@@ -30,9 +30,9 @@ _VALIDATOR_PREFIX = "check_"
 
 def port_methods() -> set[str]:
     """Every ``<port>.<method>`` the port protocols define."""
-    from ..longterm import port as long_term_port
-    from ..longterm.embed import port as embed_port
-    from ..workers import port as workers_port
+    from mnemon_sm.ports import embedder as embed_port
+    from mnemon_sm.ports import workers as workers_port
+    from mnemon_sm.ports.long_term import port as long_term_port
 
     modules = (ports_module, long_term_port, embed_port, workers_port)
     found = set()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from .spec import ENGINE, FlowSpec, LoadedFlow, TransitionDoc
+from mnemon_sm.engine.spec import ENGINE, FlowSpec, LoadedFlow, TransitionDoc
 
 __all__ = ["render_dot", "render_markdown", "render_svg"]
 

@@ -47,8 +47,8 @@ from statemachine import StateChart
 from statemachine.exceptions import InvalidDefinition
 from statemachine.io import create_machine_class_from_definition
 
-from ..convert import StructureFailed, converter, structure
-from ..errors import SpecError
+from mnemon_sm.convert import StructureFailed, converter, structure
+from mnemon_sm.errors import SpecError
 
 __all__ = [
     "ABORT",

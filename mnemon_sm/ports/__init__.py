@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 Each port is a small ``typing.Protocol`` for one capability. Flows receive a frozen
 :class:`Ports` bundle and call nothing else that does I/O. Three adapters exist for every
-port: the real one (:mod:`mnemon_sm.ports.real`), an in-memory fake that records every call
+port: the real one (:mod:`mnemon_sm.adapters.real`), an in-memory fake that records every call
 (:mod:`mnemon_sm.testing.memory`) and a fault-injecting wrapper
 (:mod:`mnemon_sm.testing.faults`). One contract suite (:mod:`mnemon_sm.testing.contract`)
 holds all of them to the same behaviour.
@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import attrs
 
 if TYPE_CHECKING:
-    from ..longterm.embed.port import Embedder
-    from ..longterm.port import LongTermStore
-    from ..workers.port import Workers
+    from mnemon_sm.ports.embedder import Embedder
+    from mnemon_sm.ports.long_term.port import LongTermStore
+    from mnemon_sm.ports.workers import Workers
 
 __all__ = ["TEMP_NAME", "Clock", "Files", "Locks", "Ports", "Stamp"]
 
@@ -137,7 +137,7 @@ class Clock(Protocol):
         """Block until ``event`` is set or ``timeout_ms`` passes; True when it was set.
 
         Adapters must call ``event.wait`` (the library's events do work there, see
-        :mod:`mnemon_sm.workers.runner`).
+        :mod:`mnemon_sm.flows.workers.runner`).
         """
         ...
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ..errors import InvalidInput, LockTimeout, StorageError, UnknownInsight, UnknownSpace
-from ..longterm.port import LongTermStore
-from ..longterm.values import DraftEdge, DraftInsight, ImportDraft
-from ..ports import TEMP_NAME, Clock, Files, Locks
+from mnemon_sm.errors import InvalidInput, LockTimeout, StorageError, UnknownInsight, UnknownSpace
+from mnemon_sm.ports import TEMP_NAME, Clock, Files, Locks
+from mnemon_sm.ports.long_term.port import LongTermStore
+from mnemon_sm.ports.long_term.values import DraftEdge, DraftInsight, ImportDraft
 
 __all__ = [
     "check_clock_contract",

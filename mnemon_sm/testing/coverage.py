@@ -12,8 +12,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from ..engine.flow import add_observer, remove_observer
-from ..engine.spec import TransitionDoc, flow_names, load_flow
+from mnemon_sm.engine.flow import add_observer, remove_observer
+from mnemon_sm.engine.spec import TransitionDoc, flow_names, load_flow
 
 __all__ = ["TransitionRecorder"]
 

@@ -29,8 +29,8 @@ from typing import Literal, cast, get_args
 import numpy
 from numpy.typing import NDArray
 
-from ..errors import InvalidConfig
-from ..longterm.embed.port import Embedder, Vectors
+from mnemon_sm.errors import InvalidConfig
+from mnemon_sm.ports.embedder import Embedder, Vectors
 
 __all__ = ["EMBEDDER_DEFECTS", "EmbedderDefect", "FakeEmbedder", "FaultyEmbedder"]
 

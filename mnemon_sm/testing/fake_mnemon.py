@@ -2,7 +2,7 @@
 
 The real Mnemon binary cannot be installed everywhere the tests run, so :func:`main`
 implements the part of its command line that ``longterm.mnemon.MnemonCliStore`` uses, on top of
-:class:`~mnemon_sm.longterm.sqlite.EmbeddedStore` (only its constructor and the
+:class:`~mnemon_sm.adapters.sqlite.EmbeddedStore` (only its constructor and the
 ``LongTermStore`` methods). :func:`install` writes a launcher script (a ``#!`` line naming
 this Python, no shell) so a test can run it as a real child process.
 
@@ -44,11 +44,11 @@ from typing import Any
 
 import attrs
 
-from ..errors import InvalidInput, MnemonError, UnknownInsight, UnknownSpace
-from ..longterm.sqlite import EmbeddedStore
-from ..longterm.values import DraftEdge, DraftInsight, ImportDraft
-from ..ports import Clock
-from ..ports.real import SystemClock
+from mnemon_sm.adapters.real import SystemClock
+from mnemon_sm.adapters.sqlite import EmbeddedStore
+from mnemon_sm.errors import InvalidInput, MnemonError, UnknownInsight, UnknownSpace
+from mnemon_sm.ports import Clock
+from mnemon_sm.ports.long_term.values import DraftEdge, DraftInsight, ImportDraft
 
 __all__ = ["VERSION", "install", "main"]
 

@@ -27,8 +27,8 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
-from ..errors import StorageError
-from ..ports import Ports
+from mnemon_sm.errors import StorageError
+from mnemon_sm.ports import Ports
 
 __all__ = [
     "Fault",

@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from ..errors import InvalidInput, UnknownInsight, UnknownSpace
-from ..longterm.values import (
+from mnemon_sm.errors import InvalidInput, UnknownInsight, UnknownSpace
+from mnemon_sm.ports import Clock
+from mnemon_sm.ports.long_term.values import (
     Capabilities,
     ForgetReceipt,
     GraphEdge,
@@ -34,10 +35,9 @@ from ..longterm.values import (
     RememberReceipt,
     SpaceStatus,
 )
-from ..ports import Clock
-from ..text import iso_ms, words
-from ..workers.port import ToolBox, WorkerRequest
-from .memory import CallLog
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
+from mnemon_sm.testing.memory import CallLog
+from mnemon_sm.text import iso_ms, words
 
 __all__ = ["MemoryLongTermStore", "ScriptedWorkers"]
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..hot.model import SOURCE_PATH, HotEntry, HotStore, Target
-from ..ports import Ports
-from ..text import iso_ms
-from ..workers.port import ToolBox, WorkerRequest
-from .longterm import MemoryLongTermStore
-from .memory import MemoryFiles
+from mnemon_sm.flows.hot.model import SOURCE_PATH, HotEntry, HotStore, Target
+from mnemon_sm.ports import Ports
+from mnemon_sm.ports.workers import ToolBox, WorkerRequest
+from mnemon_sm.testing.longterm import MemoryLongTermStore
+from mnemon_sm.testing.memory import MemoryFiles
+from mnemon_sm.text import iso_ms
 
 __all__ = ["archive_script", "insight_contents", "seed", "takeover_script", "world"]
 

@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import attrs
 
-from ..errors import LockTimeout, StorageError
-from ..ports import Ports, Stamp
+from mnemon_sm.errors import LockTimeout, StorageError
+from mnemon_sm.ports import Ports, Stamp
 
 __all__ = ["Call", "CallLog", "FakeClock", "MemoryFiles", "MemoryLocks", "memory_ports"]
 
@@ -329,8 +329,8 @@ def memory_ports(
     log: CallLog | None = None, *, track_durability: bool = False
 ) -> tuple[Ports, CallLog]:
     """A bundle of fakes sharing one call log (the workers are the built-in ones)."""
-    from ..workers.builtin import BuiltinWorkers
-    from .longterm import MemoryLongTermStore
+    from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
+    from mnemon_sm.testing.longterm import MemoryLongTermStore
 
     log = log if log is not None else CallLog()
     files = MemoryFiles(log, track_durability=track_durability)

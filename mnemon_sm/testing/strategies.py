@@ -30,8 +30,8 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from ..errors import MnemonError
-from ..hot.model import (
+from mnemon_sm.errors import MnemonError
+from mnemon_sm.flows.hot.model import (
     DELIMITER,
     ENTRY_MAX_BYTES,
     IMPORTANCES,
@@ -40,11 +40,11 @@ from ..hot.model import (
     HotStore,
     Target,
 )
-from ..hot.rules import Receipt
-from ..text import collapse_whitespace, iso_ms
+from mnemon_sm.flows.hot.rules import Receipt
+from mnemon_sm.text import collapse_whitespace, iso_ms
 
 if TYPE_CHECKING:
-    from ..root import HotMemory
+    from mnemon_sm.root import HotMemory
 
 __all__ = [
     "ACTIONS",

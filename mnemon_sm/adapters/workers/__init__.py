@@ -1,0 +1,1 @@
+"""The built-in deterministic workers: a ``Workers`` adapter with no LLM and no network."""

@@ -1,0 +1,467 @@
+"""Context of ``specs/document_mutation.yaml``: create, update and archive under a capacity plan.
+
+Theory of operation
+-------------------
+Planning reads the index and, when a document must be archived, its file, under the index lock
+(so the snapshot is consistent), and turns the request into a
+:class:`~mnemon_sm.flows.documents.rules.Draft`; the capacity plan then says commit, or archive the
+least recently used active document first (a manual archive names its document). Archiving
+runs the archive worker with staged long-term writes and no document lock held, then checks
+its result and that the cold reference, as staged (or an existing insight it names), holds the
+planned archived path and the body's SHA-256 (RULE-DOC-5): nothing is written yet. Under the
+index lock, and only if the document's revision did not change, the staged writes are applied
+and the reference confirmed in the space it names, the archived copy is written, the index
+commits the move and the active file is removed (best effort: opening removes a leftover).
+
+A rejected or failed request writes nothing:
+
+- everything that can refuse a request (the checks, the revision, the index's encoding) runs
+  before the first write;
+- a revision race is found before any long-term write: a manual archive fails with
+  ``DocumentConflict``; an archive made to free room goes back to planning (another writer
+  archived or used that document; the request itself is still good), so concurrent creates
+  do not fail on each other;
+- a ``StorageError`` during a commit puts the files back (``store.Undo``); one after the
+  long-term writes were applied also withdraws them (:func:`_withdraw`): each insight a
+  remember added is forgotten (Mnemon's forget, a soft delete) and each space the run created
+  is deleted. A crash (no answer) is different: opening repairs it (see
+  :mod:`mnemon_sm.flows.documents.store`).
+
+Documents archived earlier in one request stay archived if a later step fails (each was
+archived completely, with its reference).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from mnemon_sm.config import Config
+from mnemon_sm.engine.context import FlowContext
+from mnemon_sm.engine.flow import Machine
+from mnemon_sm.errors import (
+    DocumentConflict,
+    InvalidInput,
+    MaintenanceRejected,
+    MnemonError,
+    ReadOnly,
+    StorageError,
+)
+from mnemon_sm.flows.documents import rules, store
+from mnemon_sm.flows.documents.model import (
+    INDEX_PATH,
+    SUMMARY_MAX,
+    DocumentRecord,
+    body_of,
+    encode_index,
+    parse_index,
+    render,
+)
+from mnemon_sm.flows.documents.values import DocumentArchiveResult, DocumentResult
+from mnemon_sm.flows.hot.maintenance import ARCHIVE_GRANTS
+from mnemon_sm.flows.hot.maintenance_checks import parse_result
+from mnemon_sm.flows.long_term.api import LongTermMemory
+from mnemon_sm.flows.long_term.service import LongTermService
+from mnemon_sm.flows.long_term.tools import AppliedWrite, ScopedTools
+from mnemon_sm.ports import Clock, Files, Locks
+from mnemon_sm.text import collapse_whitespace, iso_ms
+
+__all__ = ["DocumentFlow"]
+
+PROMPT_CONTENT_MAX = 60_000  # characters of the body shown to the archive worker
+OPERATIONS = {"create", "update", "archive"}
+RACES_MAX = 64  # archives lost to other writers before one request gives up (DocumentConflict)
+
+
+class DocumentFlow(FlowContext):
+    FLOW = "document_mutation"
+
+    def __init__(
+        self,
+        files: Files,
+        locks: Locks,
+        clock: Clock,
+        config: Config,
+        root_path: str,
+        long_term: Callable[[], LongTermMemory],
+        new_id: Callable[[], str],
+        mutex: threading.RLock,
+    ) -> None:
+        """``mutex`` serializes the index's read-modify-write steps in this process (the
+        index lock does so across processes); it is never held while a worker runs."""
+        self.files, self.locks, self.clock, self.config = files, locks, clock, config
+        self.root_path, self.long_term = root_path.rstrip("/"), long_term
+        self.new_id, self.mutex = new_id, mutex
+        self._op = ""
+        self._request: dict[str, Any] = {}
+        self._doc_id = ""
+        self._draft: rules.Draft | None = None
+        self._victim: DocumentRecord | None = None
+        self._victim_body = ""
+        self._tools: ScopedTools | None = None
+        self._raw: object = None
+        self._summary = ""
+        self._spaces: list[str] = []
+        self._archived: list[str] = []
+        self._run_id = ""
+        self._result: DocumentArchiveResult | None = None
+        self._races = 0
+        super().__init__()
+
+    # -- validators ------------------------------------------------------------------------
+
+    def check_writable(self) -> None:
+        if not self.config.write_enabled:
+            raise ReadOnly()
+
+    def check_request(self, request: Mapping[str, Any]) -> None:
+        op = request.get("operation")
+        if op not in OPERATIONS:
+            raise InvalidInput("operation must be create, update or archive")
+        self._op, self._request = str(op), dict(request)
+        self._doc_id = self.new_id() if op == "create" else str(request.get("id") or "").strip()
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def plan_request(self, machine: Machine) -> None:
+        try:
+            store.ensure_dirs(self.files)
+            with self._locked():  # the index and the chosen document's file, consistently
+                event = self._plan()
+        except MnemonError as exc:
+            return self.refuse(machine, "plan_refused", exc)
+        machine.raise_(event)
+
+    def _plan(self) -> str:
+        """``plan_fits`` (the draft is set) or ``plan_overflow`` (the victim and its body are
+        set); raises the request's typed error."""
+        records = store.read_index(self.files)
+        if self._op == "archive":
+            victim = rules.find(records, self._doc_id)
+            if victim.status != "active":
+                raise InvalidInput("only active documents can be archived")
+            return self._choose(victim)
+        draft = self._draft_on(records)
+        plan = rules.plan(records, draft, self.config.documents_active_limit)
+        if plan.fits:
+            self._draft = draft
+            return "plan_fits"
+        left = [c for c in plan.candidates if c.id not in self._archived]
+        if not left or self._request.get("archive_if_full") is False:
+            why = "archiving is off for this request" if left else "nothing is left to archive"
+            raise rules.capacity_exceeded(plan, why)
+        return self._choose(left[0])
+
+    def run_worker(self, machine: Machine) -> None:
+        victim = self._victim
+        assert victim is not None
+        planned = f"{self.root_path}/{victim.path('archived')}"
+        content = self._victim_body
+        if len(content) > PROMPT_CONTENT_MAX:
+            content = (
+                content[:PROMPT_CONTENT_MAX] + "\n[truncated here; the exact original stays at "
+                f"{planned}]"
+            )
+        data = {
+            "id": victim.id,
+            "title": victim.title,
+            "description": victim.description,
+            "activePath": f"{self.root_path}/{victim.path('active')}",
+            "plannedPath": planned,
+            "sourcePaths": list(victim.source_paths),
+            "contentSha256": victim.content_hash,
+            "content": content,
+        }
+        try:
+            self._raw, tools = self.long_term().run_staged(
+                "document_archive", data, ARCHIVE_GRANTS
+            )
+        except MnemonError as exc:
+            return self.refuse(machine, "worker_failed", exc)
+        self._tools = tools
+        machine.raise_("worker_answered")
+
+    def confirm_reference(self, machine: Machine) -> None:
+        victim, tools = self._victim, self._tools
+        assert victim is not None and tools is not None
+        planned = f"{self.root_path}/{victim.path('archived')}"
+        try:
+            result = parse_result(self._raw, DocumentArchiveResult)
+            summary = _checked(result)
+            long_term = self.long_term()
+            with long_term.mutex:
+                _check_staged(long_term, result, tools, planned, victim.content_hash)
+        except MnemonError as exc:
+            return self.refuse(machine, "reference_refused", exc)
+        self._result, self._summary = result, summary
+        machine.raise_("reference_confirmed")
+
+    def move_document(self, machine: Machine) -> None:
+        victim = self._victim
+        assert victim is not None
+        try:
+            store.ensure_dirs(self.files)  # a directory swapped for a symlink meanwhile
+            with self._locked():
+                raw = self.files.read(INDEX_PATH)
+                records = parse_index(raw)
+                current = rules.find(records, victim.id)
+                if current.status != "active" or current.revision != victim.revision:
+                    self._races += 1
+                    if self._op == "archive" or self._races > RACES_MAX:
+                        raise DocumentConflict(
+                            "document changed while archival was running; the active copy "
+                            "was preserved"
+                        )
+                    machine.raise_("move_raced")  # room was made or used meanwhile: plan again
+                    return
+                archived = self._commit_move(current, records, raw)
+                # Committed: an active copy left by a failure here is removed by opening.
+                with contextlib.suppress(StorageError):
+                    self.files.remove(current.path("active"))
+        except MnemonError as exc:
+            return self.refuse(machine, "move_refused", exc)
+        self._archived.append(victim.id)
+        if self._op == "archive":
+            return self.settle(machine, "moved", self._receipt("archived", archived, None))
+        machine.raise_("moved")
+
+    def _commit_move(
+        self, current: DocumentRecord, records: tuple[DocumentRecord, ...], raw: bytes | None
+    ) -> DocumentRecord:
+        """Apply the staged writes and confirm the reference, write the archived copy, commit
+        the index (call under the lock, revision checked). On any failure the files are put
+        back and the long-term writes withdrawn before the error goes on."""
+        tools, result = self._tools, self._result
+        assert tools is not None and result is not None
+        planned = f"{self.root_path}/{current.path('archived')}"
+        long_term = self.long_term()
+        with long_term.mutex:
+            applied = _apply(tools)
+            undo = store.Undo(self.files)
+            try:
+                confirmed = _confirm(long_term, result, tools, applied, planned, current)
+                spaces = list(dict.fromkeys([*self._spaces, *confirmed]))
+                now = iso_ms(self.clock.now_ms())
+                archived = attrs.evolve(
+                    current,
+                    status="archived",
+                    relative_path=current.path("archived"),
+                    updated_at=now,
+                    last_accessed_at=now,
+                    archived_at=now,
+                    revision=current.revision + 1,
+                    archive_summary=self._summary,
+                    memory_body_ids=tuple(spaces[:20]),
+                )
+                after = tuple(archived if r.id == current.id else r for r in records)
+                index = encode_index(after)
+                path = archived.path()
+                undo.write(path, render(archived, self._victim_body))
+                undo.write_over(INDEX_PATH, index, raw)
+            except MnemonError:
+                undo.rollback()
+                _withdraw(tools.service, applied)
+                raise
+        self._spaces = spaces
+        return archived
+
+    def commit_mutation(self, machine: Machine) -> None:
+        try:
+            store.ensure_dirs(self.files)  # a directory swapped for a symlink meanwhile
+            with self._locked():
+                raw = self.files.read(INDEX_PATH)
+                records = parse_index(raw)
+                draft = self._draft_on(records)
+                plan = rules.plan(records, draft, self.config.documents_active_limit)
+                if not plan.fits:
+                    machine.raise_("commit_raced")
+                    return
+                if draft.previous is None:
+                    after = (*records, draft.record)
+                else:
+                    after = tuple(draft.record if r.id == draft.record.id else r for r in records)
+                index = encode_index(after)  # everything that can refuse, before any write
+                path = draft.record.path()
+                undo = store.Undo(self.files, self.config.durability)
+                try:
+                    undo.write(path, draft.data)
+                    undo.write_over(INDEX_PATH, index, raw)
+                except StorageError:
+                    undo.rollback()  # a failed request leaves nothing to see or roll forward
+                    raise
+        except MnemonError as exc:
+            return self.refuse(machine, "commit_failed", exc)
+        action = "created" if draft.previous is None else "updated"
+        self.settle(machine, "committed", self._receipt(action, draft.record, draft.body))
+
+    # -- guards ----------------------------------------------------------------------------
+
+    def is_manual(self) -> bool:
+        return self._op == "archive"
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _choose(self, victim: DocumentRecord) -> str:
+        """Snapshot ``victim`` and its body for archiving (call under the lock, where a
+        missing file is really missing, not moved by another writer)."""
+        data = self.files.read(victim.path())
+        if data is None:
+            raise InvalidInput(f"the file of document {victim.id} is missing")
+        self._victim, self._victim_body = victim, body_of(data)
+        if not self._run_id:
+            self._run_id = f"doc-{self.clock.now_ms()}-{victim.id[:8]}"
+        return "plan_overflow"
+
+    def _draft_on(self, records: tuple[DocumentRecord, ...]) -> rules.Draft:
+        return draft_on(
+            self.files, records, self._op, self._request, self._doc_id, self.clock, self.root_path
+        )
+
+    def _locked(self) -> store.IndexLock:
+        return store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms)
+
+    def _receipt(self, action: str, record: DocumentRecord, body: str | None) -> DocumentResult:
+        return DocumentResult(
+            action,
+            record,
+            body,
+            tuple(self._archived),
+            self._run_id or None,
+            self._summary or None,
+            tuple(self._spaces),
+        )
+
+    def reset(self) -> None:
+        self._op, self._request, self._doc_id, self._draft = "", {}, "", None
+        self._victim, self._victim_body, self._tools, self._raw = None, "", None, None
+        self._summary, self._spaces, self._archived, self._run_id = "", [], [], ""
+        self._result, self._races = None, 0
+
+
+def draft_on(
+    files: Files,
+    records: tuple[DocumentRecord, ...],
+    op: str,
+    request: Mapping[str, Any],
+    doc_id: str,
+    clock: Clock,
+    root_path: str,
+) -> rules.Draft:
+    """The draft of a create or update of ``doc_id`` against ``records`` (raises the request's
+    typed error)."""
+    now = iso_ms(clock.now_ms())
+    workspace = str(request.get("workspace") or root_path)
+    if op == "create":
+        return rules.draft_create(request, doc_id, now, workspace)
+    current = rules.find(records, doc_id)
+    body = store.read_body(files, current)
+    return rules.draft_update(records, request, body, now, workspace)
+
+
+def _checked(result: DocumentArchiveResult) -> str:
+    if result.action != "archived":
+        reason = result.summary.strip() or "the worker gave no reason"
+        raise MaintenanceRejected("declined", f"the worker returned {result.action!r}: {reason}")
+    summary = collapse_whitespace(result.summary)
+    if not summary or len(summary) > SUMMARY_MAX:
+        raise MaintenanceRejected(
+            "summary", f"the archive summary must be 1 to {SUMMARY_MAX} characters"
+        )
+    if not result.references:
+        raise MaintenanceRejected("cold-reference", "the result names no cold reference")
+    return summary
+
+
+def _check_staged(
+    long_term: LongTermMemory,
+    result: DocumentArchiveResult,
+    tools: ScopedTools,
+    planned: str,
+    digest: str,
+) -> None:
+    """RULE-DOC-5 before anything is written: every named reference is a remember staged by
+    this run, or an active insight of its space, holding the planned path and the SHA-256."""
+    staged = {
+        w.pending_id: w.args.content
+        for w in tools.staged
+        if w.tool == "mnemon_remember" and w.pending_id is not None
+    }
+    for ref in result.references:
+        if ref.id.startswith("pending-"):
+            if ref.id not in staged:
+                raise MaintenanceRejected(
+                    "cold-reference", f"{ref.id!r} was not returned by a remember of this run"
+                )
+            _holds(ref.id, staged[ref.id], planned, digest)
+        else:
+            _holds(ref.id, _insight_text(long_term, ref.memory_body_id, ref.id), planned, digest)
+
+
+def _confirm(
+    long_term: LongTermMemory,
+    result: DocumentArchiveResult,
+    tools: ScopedTools,
+    applied: Sequence[AppliedWrite],
+    planned: str,
+    document: DocumentRecord,
+) -> list[str]:
+    """RULE-DOC-5 once the writes are applied: every named reference is an active insight of
+    its space holding the planned path and the SHA-256. Returns the spaces holding them."""
+    real = {
+        w.pending_id: (a.space_id, str(a.receipt.get("id", "")))
+        for w, a in zip(tools.staged, applied, strict=True)
+        if w.pending_id is not None
+    }
+    spaces: list[str] = []
+    for ref in result.references:
+        space, insight = real.get(ref.id, (ref.memory_body_id, ref.id))
+        _holds(insight, _insight_text(long_term, space, insight), planned, document.content_hash)
+        spaces.append(space)
+    return spaces
+
+
+def _insight_text(long_term: LongTermMemory, space: str, insight: str) -> str:
+    try:
+        found = long_term.service.store.insights(space, [insight])
+    except MnemonError:
+        found = ()
+    if not found:
+        raise MaintenanceRejected(
+            "cold-reference", f"no active insight {insight!r} in space {space!r}"
+        )
+    return found[0].content
+
+
+def _holds(insight: str, text: str, planned: str, digest: str) -> None:
+    if planned not in text or digest not in text:
+        raise MaintenanceRejected(
+            "cold-reference",
+            f"insight {insight!r} does not hold the archived path and the SHA-256",
+        )
+
+
+def _apply(tools: ScopedTools) -> list[AppliedWrite]:
+    """Apply the staged writes; when one fails, those before it are withdrawn first."""
+    try:
+        return tools.apply()
+    except MnemonError as exc:
+        _withdraw(tools.service, getattr(exc, "applied", ()))
+        raise
+
+
+def _withdraw(service: LongTermService, applied: Sequence[AppliedWrite]) -> None:
+    """Take back the applied writes of an archive that did not happen, last first: forget each
+    insight a remember added (a skipped duplicate existed before and stays) and delete each
+    space the run created (not one it adopted: another writer's). Best effort, like every
+    compensation: Mnemon's forget is a soft delete, so the forgotten rows stay, inactive, and
+    the last space of a root is kept."""
+    for write in reversed(applied):
+        with contextlib.suppress(MnemonError):
+            if write.tool == "mnemon_remember" and write.receipt.get("action") == "added":
+                service.forget(write.space_id, str(write.receipt["id"]))
+            elif write.tool == "mnemon_memory_body_create" and write.created:
+                service.catalog.delete(write.space_id)

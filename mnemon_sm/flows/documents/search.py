@@ -1,0 +1,129 @@
+"""Context of ``specs/document_search.yaml``: the deterministic document search.
+
+The request is checked first (a string query, a limit in 1..50); then, under the index lock,
+the index and every candidate's file are read, scored by
+:func:`~mnemon_sm.flows.documents.rules.score`, ordered by score and then by the latest update, cut
+to the limit, and the access time of every document returned is recorded (that is what
+"least recently used" means for archiving) unless the request says ``record_access: False``
+(a worker's search counts no access). A document whose file is missing or unreadable is
+skipped, never an error. A read-only root records nothing and takes no lock (which would
+create its file): it reads the committed index and files, each replaced atomically.
+
+Recording the access is bookkeeping, never a reason to fail a search: when the lock file
+cannot be created (a read-only or full ``documents/``) the index is read without the lock (it
+is replaced atomically) and nothing is recorded; when the index write fails, the results are
+returned with the access times as stored. A busy lock (``LockTimeout``) and a corrupt index
+still fail the search.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from mnemon_sm.config import Config
+from mnemon_sm.engine.context import FlowContext
+from mnemon_sm.engine.flow import Machine
+from mnemon_sm.errors import InvalidInput, LockTimeout, MnemonError, StorageError
+from mnemon_sm.flows.documents import rules, store
+from mnemon_sm.flows.documents.model import DocumentRecord
+from mnemon_sm.flows.documents.values import SearchHit
+from mnemon_sm.ports import Clock, Files, Locks
+from mnemon_sm.text import iso_ms
+
+__all__ = ["DocumentSearchFlow"]
+
+SEARCH_LIMIT_DEFAULT = 20
+SEARCH_LIMIT_MAX = 50
+
+
+class DocumentSearchFlow(FlowContext):
+    FLOW = "document_search"
+
+    def __init__(
+        self, files: Files, locks: Locks, clock: Clock, config: Config, mutex: threading.RLock
+    ) -> None:
+        self.files, self.locks, self.clock, self.config, self.mutex = (
+            files,
+            locks,
+            clock,
+            config,
+            mutex,
+        )
+        self._query, self._limit, self._archived = "", SEARCH_LIMIT_DEFAULT, False
+        self._record = True
+        super().__init__()
+
+    def check_request(self, request: Mapping[str, Any]) -> None:
+        query, limit = request.get("query"), request.get("limit")
+        if not isinstance(query, str):
+            raise InvalidInput("query must be a string")
+        wanted = SEARCH_LIMIT_DEFAULT if limit is None else limit
+        if type(wanted) is not int or not 1 <= wanted <= SEARCH_LIMIT_MAX:
+            raise InvalidInput(f"limit must be an integer in 1..{SEARCH_LIMIT_MAX}")
+        self._query, self._limit = query, wanted
+        self._archived = bool(request.get("include_archived"))
+        self._record = request.get("record_access", True) is not False
+
+    def run_search(self, machine: Machine) -> None:
+        record = self.config.write_enabled and self._record
+        try:
+            with contextlib.ExitStack() as held:
+                if self.config.write_enabled:
+                    try:
+                        held.enter_context(
+                            store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms)
+                        )
+                    except LockTimeout:
+                        raise
+                    except StorageError:
+                        record = False  # no lock file can be made here: read, record nothing
+                        held.enter_context(self.mutex)
+                else:
+                    held.enter_context(self.mutex)
+                hits = self._search(record)
+        except MnemonError as exc:
+            return self.refuse(machine, "search_failed", exc)
+        self.settle(machine, "results_found" if hits else "nothing_found", hits)
+
+    def _search(self, record: bool) -> list[SearchHit]:
+        records = store.read_index(self.files)
+        scored: list[tuple[int, DocumentRecord, str]] = []
+        for r in records:
+            if r.status != "active" and not self._archived:
+                continue
+            body = store.read_body(self.files, r)
+            if body is None:
+                continue
+            points = rules.score(self._query, r, body)
+            if points > 0:
+                scored.append((points, r, body))
+        scored.sort(key=lambda s: (-s[0], _desc(s[1].updated_at)))
+        top = scored[: self._limit]
+        if not top:
+            return []
+        now = iso_ms(self.clock.now_ms())
+        seen = {r.id for _, r, _ in top}
+        touched = tuple(
+            attrs.evolve(r, last_accessed_at=now) if r.id in seen else r for r in records
+        )
+        if record:
+            try:
+                store.write_index(self.files, touched, self.config.durability)
+            except StorageError:
+                touched = records  # bookkeeping only: the results as stored
+        fresh = {r.id: r for r in touched}
+        return [SearchHit(fresh[r.id], b, p, rules.excerpt(b)) for p, r, b in top]
+
+    def reset(self) -> None:
+        self._query, self._limit, self._archived = "", SEARCH_LIMIT_DEFAULT, False
+        self._record = True
+
+
+def _desc(stamp: str) -> tuple[int, ...]:
+    """Sort key putting later ISO timestamps first."""
+    return tuple(-ord(c) for c in stamp)

@@ -1,0 +1,214 @@
+"""I/O of the document store through the ``Files`` and ``Locks`` ports.
+
+Protocols (every write is a temporary file, fsynced, renamed; the index is the commit point):
+
+- create: write the new file, then commit the index; a crash in between leaves an orphan
+  file no record names, which opening removes (the create was never acknowledged);
+- update: replace the active file, then commit the index; a crash in between leaves a file
+  whose front matter is newer than its record, which opening rolls forward from the file (the
+  file is the update's redo record: a crash answers nothing, so the update may take effect);
+- archive (move): write the archived copy, commit the index with the archived record, then
+  remove the active file. Opening removes an active copy the index no longer names, an
+  archived copy the index does not name yet, and restores a missing active file from its
+  archived copy. At every point the body exists at least once; the active original is never
+  removed before the index says archived and the archived copy is durable.
+
+A request that *fails* (a ``StorageError`` reaches the caller) is different from a crash: its
+writes are put back before the error is raised (:class:`Undo`), so nothing of it is visible
+and opening has nothing to roll forward.
+
+Directories are checked to be real directories (never symlinks) before use; files are opened
+without following symlinks by the adapter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import attrs
+
+from mnemon_sm.errors import StorageError
+from mnemon_sm.flows.documents.model import (
+    ACTIVE_DIR,
+    ARCHIVED_DIR,
+    DOCUMENTS_DIR,
+    INDEX_PATH,
+    LOCK_NAME,
+    DocumentRecord,
+    body_of,
+    content_hash,
+    encode_index,
+    front_matter,
+    parse_index,
+    render,
+)
+from mnemon_sm.ports import TEMP_NAME, Files, Locks
+from mnemon_sm.ports.storage import durable_replace
+
+__all__ = [
+    "IndexLock",
+    "Undo",
+    "ensure_dirs",
+    "read_index",
+    "repair",
+    "write_file",
+    "write_index",
+]
+
+
+class IndexLock:
+    """The in-process mutex, then the cross-process index lock; released in reverse."""
+
+    def __init__(self, mutex: threading.RLock, locks: Locks, timeout_ms: int) -> None:
+        self._mutex, self._locks, self._timeout = mutex, locks, timeout_ms
+
+    def __enter__(self) -> None:
+        self._mutex.acquire()
+        try:
+            self._locks.acquire(LOCK_NAME, self._timeout)
+        except BaseException:
+            self._mutex.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._locks.release(LOCK_NAME)
+        finally:
+            self._mutex.release()
+
+
+def ensure_dirs(files: Files) -> None:
+    """Create (or check) ``documents/``, ``active/`` and ``archived/`` as real directories."""
+    for directory in (DOCUMENTS_DIR, ACTIVE_DIR, ARCHIVED_DIR):
+        files.ensure_dir(directory)
+
+
+def read_index(files: Files) -> tuple[DocumentRecord, ...]:
+    return parse_index(files.read(INDEX_PATH))
+
+
+def write_index(
+    files: Files, records: tuple[DocumentRecord, ...], durability: str = "full"
+) -> None:
+    write_file(files, INDEX_PATH, encode_index(records), durability)
+
+
+def write_file(files: Files, path: str, data: bytes, durability: str = "full") -> None:
+    """Atomic replace; fsync as the root's durability level asks (see ``Config``)."""
+    durable_replace(files, path, data, durability)
+
+
+class Undo:
+    """Puts back what a failed sequence of file replacements changed (call under the lock).
+
+    :meth:`write` remembers what a path held (None: nothing) before replacing it;
+    :meth:`rollback` restores, last first, every such path whose bytes differ from what it
+    held, so a replacement that failed half-way (renamed, then the directory fsync failed) is
+    undone as well as a complete one. Rollback is best effort: if it fails too, what is left
+    is a crash window that opening repairs.
+    """
+
+    def __init__(self, files: Files, durability: str = "full") -> None:
+        self._files, self._durability = files, durability
+        self._done: list[tuple[str, bytes | None]] = []
+
+    def write(self, path: str, data: bytes) -> None:
+        """Replace ``path``'s bytes, remembering what it held. A file that cannot be read
+        (a symlink, which the replacement replaces) cannot be put back: it is left out of the
+        rollback rather than removed."""
+        try:
+            before = self._files.read(path)
+        except StorageError:
+            write_file(self._files, path, data, self._durability)
+            return
+        self.write_over(path, data, before)
+
+    def write_over(self, path: str, data: bytes, before: bytes | None) -> None:
+        """Replace ``path``, whose bytes the caller read (under the lock) as ``before``."""
+        self._done.append((path, before))
+        write_file(self._files, path, data, self._durability)
+
+    def rollback(self) -> None:
+        for path, before in reversed(self._done):
+            with contextlib.suppress(StorageError):
+                if self._files.read(path) == before:
+                    continue
+                if before is None:
+                    self._files.remove(path)
+                else:
+                    write_file(self._files, path, before, self._durability)
+        self._done.clear()
+
+
+def repair(files: Files) -> tuple[DocumentRecord, ...]:
+    """Bring the files and the index back into agreement after a crash (call under the lock).
+
+    Returns the (possibly rolled-forward) records. Never removes the only copy of a body.
+    """
+    records = list(read_index(files))
+    changed = False
+    for folder in (DOCUMENTS_DIR, ACTIVE_DIR, ARCHIVED_DIR):
+        for name in files.list(folder):
+            if TEMP_NAME.match(name):
+                files.remove(f"{folder}/{name}")
+    for i, r in enumerate(records):
+        active, archived = files.read(r.path("active")), files.read(r.path("archived"))
+        if r.status == "archived":
+            if active is not None:
+                if archived is None or content_hash(body_of(archived)) != r.content_hash:
+                    write_file(files, r.path("archived"), render(r, body_of(active)))
+                files.remove(r.path("active"))
+            continue
+        if active is None and archived is not None:
+            write_file(files, r.path("active"), render(r, body_of(archived)))
+            active = files.read(r.path("active"))
+        if archived is not None and active is not None:
+            files.remove(r.path("archived"))
+        if active is not None:
+            rolled = _roll_forward(r, active)
+            if rolled is not r:
+                records[i], changed = rolled, True
+    named = {r.filename for r in records}
+    for name in files.list(ACTIVE_DIR):
+        if name.endswith(".md") and name not in named and not TEMP_NAME.match(name):
+            data = files.read(f"{ACTIVE_DIR}/{name}")
+            ident = front_matter(data or b"").get("id")
+            if isinstance(ident, str) and ident not in {r.id for r in records}:
+                files.remove(f"{ACTIVE_DIR}/{name}")  # an unacknowledged create
+    if changed:
+        write_index(files, tuple(records))
+    return tuple(records)
+
+
+def _roll_forward(r: DocumentRecord, data: bytes) -> DocumentRecord:
+    """A file our own update wrote whose index commit did not happen: adopt it."""
+    body = body_of(data)
+    digest = content_hash(body)
+    if digest == r.content_hash:
+        return r
+    head = front_matter(data)
+    if head.get("content_hash") != digest or head.get("id") != r.id:
+        return r  # edited by hand: leave it, search reads the file as it is
+    updated = str(head.get("updated_at") or r.updated_at)
+    return attrs.evolve(
+        r,
+        title=str(head.get("title") or r.title),
+        description=str(head.get("description") or ""),
+        source_paths=tuple(head.get("source_paths") or r.source_paths),
+        session_ids=tuple(head.get("session_ids") or r.session_ids),
+        updated_at=updated,
+        last_accessed_at=max(updated, r.last_accessed_at),
+        revision=r.revision + 1,
+        content_hash=digest,
+        size_bytes=len(data),
+    )
+
+
+def read_body(files: Files, record: DocumentRecord) -> str | None:
+    """The body of a document's file, or None when its file is missing or unreadable."""
+    try:
+        data = files.read(record.path())
+    except StorageError:
+        return None
+    return None if data is None else body_of(data)

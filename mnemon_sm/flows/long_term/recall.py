@@ -1,0 +1,237 @@
+"""Contexts of ``specs/recall.yaml``, ``specs/direct_search.yaml`` and ``specs/agent_search.yaml``.
+
+Each class supplies the callbacks its spec names. Requests are checked by validators (nothing
+runs on a bad request); work happens in entry actions that end by settling a result or
+refusing with a typed error, each an internal event of the spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from mnemon_sm.engine.context import FlowContext
+from mnemon_sm.engine.flow import Machine
+from mnemon_sm.errors import InvalidInput, MnemonError, WorkerFailed
+from mnemon_sm.flows.long_term.quality import apply_policy, low_cutoff
+from mnemon_sm.flows.long_term.service import (
+    LongTermService,
+    Retrieved,
+    SearchResult,
+    search_limit,
+    select_evidence,
+)
+from mnemon_sm.flows.long_term.tools import READ_TOOLS, ScopedTools
+from mnemon_sm.flows.workers.requests import AnswerResult, RecallResult, build_request
+from mnemon_sm.flows.workers.runner import Delegate
+
+__all__ = ["AgentAnswer", "AgentSearchFlow", "DirectSearchFlow", "RecallAnswer", "RecallFlow"]
+
+RECALL_DEFAULT = 12  # evidence items a recall returns unless its request says otherwise
+ANSWER_EVIDENCE = 12  # evidence items an answer worker is shown
+
+
+@attrs.frozen
+class RecallAnswer:
+    """Evidence for a query, without the routing trace."""
+
+    query: str
+    mode: str
+    results: tuple[dict[str, Any], ...]
+    summary: str
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "query": self.query,
+            "mode": self.mode,
+            "results": list(self.results),
+        }
+        if self.summary:
+            out["hint"] = self.summary
+        return out
+
+
+@attrs.frozen
+class AgentAnswer:
+    search: SearchResult
+    answer: str
+    citations: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.search.to_json(), "answer": self.answer, "citations": list(self.citations)}
+
+
+def _search_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of ``LongTermService.search`` in a request (others refused)."""
+    allowed = {"query", "space_ids", "mode", "limit", "category", "source", "intent"}
+    unknown = set(request) - allowed
+    if unknown:
+        raise InvalidInput(f"unknown request field(s): {', '.join(sorted(unknown))}")
+    if not isinstance(request.get("query"), str) or not request["query"].strip():
+        raise InvalidInput("query is required")
+    return dict(request)
+
+
+class _SearchingFlow(FlowContext):
+    """Shared by the flows whose first steps are the deterministic search: ``retrieve`` asks
+    every space for its ranked candidates, ``rank`` selects the evidence (pure)."""
+
+    def __init__(self, service: LongTermService) -> None:
+        self.service = service
+        self._request: dict[str, Any] = {}
+        self._retrieved: Retrieved | None = None
+        self._found: SearchResult | None = None
+        super().__init__()
+
+    def check_request(self, request: Mapping[str, Any]) -> None:
+        self._request = _search_request(request)
+
+    def retrieve(self, machine: Machine) -> None:
+        r = self._request
+        try:
+            with self.service.mutex:
+                self._retrieved = self.service.retrieve(
+                    r["query"],
+                    space_ids=r.get("space_ids"),
+                    mode=r.get("mode") or "relevance",
+                    limit=r.get("limit"),
+                    category=r.get("category"),
+                    source=r.get("source"),
+                    intent=r.get("intent"),
+                )
+        except MnemonError as exc:
+            return self.refuse(machine, "search_failed", exc)
+        machine.raise_("retrieved")
+
+    def _selected(self) -> SearchResult:
+        assert self._retrieved is not None
+        return select_evidence(self._retrieved)
+
+    def reset(self) -> None:
+        self._request, self._retrieved, self._found = {}, None, None
+
+
+class DirectSearchFlow(_SearchingFlow):
+    FLOW = "direct_search"
+
+    def rank(self, machine: Machine) -> None:
+        self.settle(machine, "search_done", self._selected())
+
+
+class AgentSearchFlow(_SearchingFlow):
+    FLOW = "agent_search"
+
+    def __init__(self, service: LongTermService, delegate: Delegate) -> None:
+        self.delegate = delegate
+        super().__init__(service)
+
+    def rank(self, machine: Machine) -> None:
+        found = self._selected()
+        if not found.hits:
+            return self.settle(machine, "no_evidence", AgentAnswer(found, "", ()))
+        self._found = found
+        machine.raise_("evidence_found")
+
+    def run_worker(self, machine: Machine) -> None:
+        assert self._found is not None
+        shown = self._found.hits[:ANSWER_EVIDENCE]
+        evidence = [
+            {
+                "label": h.citation,
+                "name": h.space_name,
+                "category": h.insight.category,
+                "content": h.insight.content,
+            }
+            for h in shown
+        ]
+        request = build_request(
+            "answer", {"question": self._request["query"], "evidence": evidence}, ()
+        )
+        tools = ScopedTools(self.service, ())
+        try:
+            result = self.delegate.result(request, tools, AnswerResult)
+        except WorkerFailed as exc:
+            return self.refuse(machine, "worker_failed", exc)
+        labels = {h.citation for h in shown}
+        citations = tuple(dict.fromkeys(c for c in result.citations if c in labels))
+        self.settle(machine, "answered", AgentAnswer(self._found, result.answer, citations))
+
+
+class RecallFlow(FlowContext):
+    FLOW = "recall"
+
+    def __init__(self, service: LongTermService, delegate: Delegate) -> None:
+        self.service, self.delegate = service, delegate
+        self._request: dict[str, Any] = {}
+        self._tools: ScopedTools | None = None
+        self._selection: RecallResult | None = None
+        self._evidence: list[dict[str, Any]] = []
+        super().__init__()
+
+    def check_request(self, request: Mapping[str, Any]) -> None:
+        checked = _search_request(request)
+        wanted = checked.get("limit")
+        checked["limit"] = RECALL_DEFAULT if wanted is None else search_limit(wanted)
+        if checked.get("space_ids"):
+            with self.service.mutex:  # unknown or inactive: refused
+                self.service.catalog.readable(checked["space_ids"])
+        self._request = checked
+
+    def run_worker(self, machine: Machine) -> None:
+        r = self._request
+        data = {
+            "query": r["query"],
+            "mode": r.get("mode") or "relevance",
+            "limit": r["limit"],
+            "memoryBodyIds": r.get("space_ids"),
+            "category": r.get("category"),
+            "source": r.get("source"),
+            "intent": r.get("intent"),
+        }
+        tools = ScopedTools(self.service, READ_TOOLS)
+        try:
+            self._selection = self.delegate.result(
+                build_request("recall", data, READ_TOOLS), tools, RecallResult
+            )
+        except WorkerFailed as exc:
+            return self.refuse(machine, "worker_failed", exc)
+        self._tools = tools
+        machine.raise_("worker_answered")
+
+    def verify_evidence(self, machine: Machine) -> None:
+        assert self._tools is not None and self._selection is not None
+        items: dict[tuple[str, str], dict[str, Any]] = {}
+        for chosen in self._selection.results:
+            key = (chosen.memory_body_id, chosen.id)
+            found = self._tools.evidence.get(key)
+            if found is None:
+                error = WorkerFailed(
+                    "recall worker returned evidence that no tool of its run returned: "
+                    f"{chosen.memory_body_id}/{chosen.id}"
+                )
+                return self.refuse(machine, "evidence_rejected", error)
+            items.setdefault(key, found)
+        self._evidence = list(items.values())
+        machine.raise_("evidence_accepted")
+
+    def rank(self, machine: Machine) -> None:
+        assert self._selection is not None
+        evidence = self._evidence
+        limit = self._request["limit"]
+        low = low_cutoff(self._request.get("mode") or "relevance")
+        scores = [e.get("score") for e in evidence]
+        chosen_items, _ = apply_policy(evidence, scores, limit, low=low)
+        results = tuple({**item, "relevanceTier": tier} for item, tier in chosen_items)
+        answer = RecallAnswer(
+            self._request["query"],
+            self._request.get("mode") or "relevance",
+            results,
+            self._selection.summary.strip(),
+        )
+        self.settle(machine, "evidence_ranked", answer)
+
+    def reset(self) -> None:
+        self._request, self._tools, self._selection = {}, None, None
+        self._evidence = []

@@ -1,0 +1,203 @@
+"""Contexts of ``specs/long_term_write.yaml`` and ``specs/merge_spaces.yaml``.
+
+A write runs the write worker with the tools of its operation only; its writes are staged by
+the tool box. The receipt must agree with what was staged (its action is the action of a
+staged write, its spaces are spaces those writes touch) before anything is applied; a
+``failed`` or ``skipped`` receipt is returned with nothing applied. Applying turns provisional
+ids into real ones and reports the spaces really written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from mnemon_sm import inputs
+from mnemon_sm.engine.context import FlowContext
+from mnemon_sm.engine.flow import Machine
+from mnemon_sm.errors import InvalidInput, MnemonError, ReadOnly, WorkerFailed
+from mnemon_sm.flows.long_term.service import LongTermService
+from mnemon_sm.flows.long_term.tools import TOOL_ACTIONS, AppliedWrite, ScopedTools
+from mnemon_sm.flows.workers.requests import WriteResult, build_request
+from mnemon_sm.flows.workers.runner import Delegate
+
+__all__ = ["GRANTS", "MergeFlow", "WriteFlow", "WriteReceipt"]
+
+_READ = ("mnemon_memory_bodies", "mnemon_recall", "mnemon_related")
+GRANTS: dict[str, tuple[str, ...]] = {
+    "remember": (*_READ, "mnemon_remember", "mnemon_memory_body_create"),
+    "link": (*_READ, "mnemon_link"),
+    "forget": (*_READ, "mnemon_forget"),
+    "create": ("mnemon_memory_bodies", "mnemon_memory_body_create"),
+    "update": ("mnemon_memory_bodies", "mnemon_memory_body_update"),
+    "merge": ("mnemon_memory_bodies", "mnemon_memory_body_merge"),
+}
+# The request fields each operation accepts (the worker sees them as untrusted data).
+FIELDS: dict[str, tuple[str, ...]] = {
+    "remember": (
+        "content",
+        "memoryBodyId",
+        "category",
+        "importance",
+        "tags",
+        "entities",
+        "source",
+    ),
+    "link": ("sourceId", "targetId", "memoryBodyId", "type", "weight", "reason"),
+    "forget": ("id", "memoryBodyId"),
+    "create": ("name", "description", "active"),
+    "update": ("memoryBodyId", "name", "description", "active"),
+    "merge": ("targetId", "sourceIds", "deactivateSources"),
+}
+
+
+@attrs.frozen
+class WriteReceipt:
+    """The structured receipt of a delegated write."""
+
+    summary: str
+    action: str
+    memory_body_ids: tuple[str, ...]
+    writes: tuple[AppliedWrite, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "delegated": True,
+            "summary": self.summary,
+            "action": self.action,
+            "memoryBodyIds": list(self.memory_body_ids),
+            "writes": [{"tool": w.tool, **w.receipt} for w in self.writes],
+        }
+
+
+class _WritingFlow(FlowContext):
+    def __init__(self, service: LongTermService) -> None:
+        self.service = service
+        super().__init__()
+
+    def check_writable(self) -> None:
+        with self.service.mutex:
+            self.service.check_write_target(None, pending=True)
+
+
+class WriteFlow(_WritingFlow):
+    FLOW = "long_term_write"
+
+    def __init__(self, service: LongTermService, delegate: Delegate) -> None:
+        self.delegate = delegate
+        self._data: dict[str, Any] = {}
+        self._tools: ScopedTools | None = None
+        self._receipt: WriteResult | None = None
+        super().__init__(service)
+
+    def check_request(self, request: Mapping[str, Any]) -> None:
+        operation = request.get("operation")
+        if operation not in FIELDS:
+            raise InvalidInput(f"operation must be one of {', '.join(FIELDS)}")
+        unknown = set(request) - {"operation", *FIELDS[operation]}
+        if unknown:
+            raise InvalidInput(f"unknown field(s) for {operation}: {', '.join(sorted(unknown))}")
+        for key, value in request.items():
+            inputs.texts_within(value, key)
+        if operation == "remember" and not str(request.get("content") or "").strip():
+            raise InvalidInput("content is required")
+        self._data = {k: v for k, v in request.items() if v is not None}
+
+    def run_worker(self, machine: Machine) -> None:
+        grants = GRANTS[self._data["operation"]]
+        tools = ScopedTools(self.service, grants, readonly=True)
+        try:
+            self._receipt = self.delegate.result(
+                build_request("write", self._data, grants), tools, WriteResult
+            )
+        except WorkerFailed as exc:
+            return self.refuse(machine, "worker_failed", exc)
+        self._tools = tools
+        machine.raise_("worker_answered")
+
+    def verify_receipt(self, machine: Machine) -> None:
+        assert self._tools is not None and self._receipt is not None
+        receipt, staged = self._receipt, self._tools.staged
+        if receipt.action in ("failed", "skipped"):
+            if receipt.action == "skipped" and staged:
+                return self._reject(machine, "it says skipped but staged writes")
+            result = WriteReceipt(receipt.summary, receipt.action, ())
+            return self.settle(machine, "nothing_to_apply", result)
+        actions = {a for w in staged for a in TOOL_ACTIONS[w.tool]}
+        if receipt.action not in actions:
+            return self._reject(machine, f"its action {receipt.action!r} matches no staged write")
+        with self.service.mutex:
+            touched = self._touched()
+        stray = [s for s in receipt.memory_body_ids if s not in touched]
+        if stray:
+            return self._reject(machine, f"it names spaces no staged write touches: {stray}")
+        machine.raise_("receipt_accepted")
+
+    def apply_writes(self, machine: Machine) -> None:
+        assert self._tools is not None and self._receipt is not None
+        try:
+            with self.service.mutex:
+                applied = self._tools.apply()
+        except MnemonError as exc:
+            return self.refuse(machine, "apply_failed", exc)
+        spaces = tuple(dict.fromkeys(w.space_id for w in applied))
+        result = WriteReceipt(self._receipt.summary, self._receipt.action, spaces, tuple(applied))
+        self.settle(machine, "writes_applied", result)
+
+    def _touched(self) -> set[str]:
+        """Spaces the staged writes name (provisional ids included)."""
+        assert self._tools is not None
+        touched: set[str] = set()
+        any_space = False  # a write with no space named may land in any active space
+        for w in self._tools.staged:
+            a = w.args
+            for key in ("memory_body_id", "target_id"):
+                value = getattr(a, key, None)
+                if value is not None:
+                    touched.add(value)
+            if w.pending_id is not None and w.pending_id.startswith("pending-space"):
+                touched.add(w.pending_id)
+            any_space = any_space or getattr(a, "memory_body_id", "") is None
+        if any_space:
+            touched.update(s.id for s in self.service.catalog.list() if s.active)
+        return touched
+
+    def _reject(self, machine: Machine, why: str) -> None:
+        error = WorkerFailed(
+            f"write worker returned a receipt that does not match its writes: {why}"
+        )
+        self.refuse(machine, "receipt_rejected", error)
+
+    def reset(self) -> None:
+        self._data, self._tools, self._receipt = {}, None, None
+
+
+class MergeFlow(_WritingFlow):
+    FLOW = "merge_spaces"
+
+    def __init__(self, service: LongTermService) -> None:
+        self._request: dict[str, Any] = {}
+        super().__init__(service)
+
+    def check_request(self, request: Mapping[str, Any]) -> None:
+        target, sources = request.get("target"), request.get("sources")
+        if not isinstance(target, str) or not isinstance(sources, list | tuple) or not sources:
+            raise InvalidInput("a merge needs a target id and at least one source id")
+        self._request = dict(request)
+
+    def run_merge(self, machine: Machine) -> None:
+        r = self._request
+        try:
+            report = self.service.merge_spaces(
+                r["target"],
+                list(r["sources"]),
+                deactivate_sources=r.get("deactivate_sources", True),
+            )
+        except (MnemonError, ReadOnly) as exc:
+            return self.refuse(machine, "merge_failed", exc)
+        self.settle(machine, "spaces_merged", report)
+
+    def reset(self) -> None:
+        self._request = {}

@@ -1,0 +1,1 @@
+"""Delegation to LLM workers: requests, personas, and the runner that bounds a run."""
