@@ -4,6 +4,7 @@ Public surface: :class:`MemoryRoot` (open a storage root), :class:`Config`, the 
 snapshot values, and the error classes. Everything else is internal.
 """
 
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.aio import AsyncMemoryRoot
 from mnemon_sm.config import Config
 from mnemon_sm.errors import (
@@ -34,15 +35,15 @@ from mnemon_sm.errors import (
     WorkerFailed,
     WorkerTimeout,
 )
+from mnemon_sm.flows.hot.api import Context, HotMemory, HotSnapshot
 from mnemon_sm.flows.hot.history import HistoryItem
 from mnemon_sm.flows.hot.maintenance_values import MaintenanceBlock
 from mnemon_sm.flows.hot.rules import Receipt
 from mnemon_sm.flows.lifecycle.api import AgentLifecycle, AsyncDriver
 from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.long_term.catalog import Space
-from mnemon_sm.flows.workers.runner import Cancellation
-from mnemon_sm.ports.workers import ToolBox, WorkerRequest, Workers
-from mnemon_sm.root import Context, HotMemory, HotSnapshot, MemoryRoot
+from mnemon_sm.ports.workers import Cancellation, ToolBox, WorkerRequest, Workers
+from mnemon_sm.root import MemoryRoot
 
 __version__ = "0.1.0"
 
@@ -51,6 +52,7 @@ __all__ = [
     "AmbiguousMatch",
     "AsyncDriver",
     "AsyncMemoryRoot",
+    "BuiltinWorkers",
     "Busy",
     "Cancellation",
     "CapacityExceeded",

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -28,23 +26,13 @@ from mnemon_sm.adapters.real import real_ports
 from mnemon_sm.adapters.select import open_long_term
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.config import Config
-from mnemon_sm.errors import CapacityExceeded, InvalidInput, ReadOnly, StorageError
+from mnemon_sm.errors import StorageError
 from mnemon_sm.flows.documents.api import Documents
-from mnemon_sm.flows.hot.context_text import ROUTING_GUIDANCE, render_runtime_memory
-from mnemon_sm.flows.hot.history import HistoryItem, HotHistory
+from mnemon_sm.flows.hot.api import Context, HotMemory, HotSnapshot, Preview, _Shared
+from mnemon_sm.flows.hot.history import HotHistory
 from mnemon_sm.flows.hot.journal import Journal
 from mnemon_sm.flows.hot.maintenance import MaintenanceFlow
-from mnemon_sm.flows.hot.model import (
-    LOCK_NAME,
-    SOURCE_PATH,
-    TARGETS,
-    HotEntry,
-    HotStore,
-    projection_path,
-)
 from mnemon_sm.flows.hot.mutation import HotMutationFlow
-from mnemon_sm.flows.hot.rules import Commit, Receipt, Rejected, check_request, plan_mutation
-from mnemon_sm.flows.hot.store import SourceCache, repair_projections
 from mnemon_sm.flows.lifecycle.api import AgentLifecycle
 from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.long_term.catalog import Catalog
@@ -52,284 +40,10 @@ from mnemon_sm.flows.workers.runner import Delegate, host_only
 from mnemon_sm.ports import Ports
 from mnemon_sm.ports.embedder import Embedder
 from mnemon_sm.ports.workers import Workers
-from mnemon_sm.text import iso_ms
 
 __all__ = ["Context", "HotMemory", "HotSnapshot", "MemoryRoot", "Preview", "Progress"]
 
 Progress = Callable[[str, int, int], None]  # (what, done, total) of a long rebuild
-
-
-@attrs.frozen
-class HotSnapshot:
-    """A read of hot memory: the revision and, per target, entries and usage."""
-
-    revision: str
-    entries: tuple[HotEntry, ...]
-    usage: dict[str, tuple[int, int]]  # target -> (used, limit)
-
-    def of(self, target: str) -> tuple[HotEntry, ...]:
-        return tuple(e for e in self.entries if e.target == target)
-
-    def to_json(self, target: str | None = None) -> dict[str, Any]:
-        """``{"revision": ..., "<target>": {"entries": [...], "usage": {...}}, ...}``."""
-        out: dict[str, Any] = {"revision": self.revision}
-        for t in TARGETS:
-            if target is None or t == target:
-                used, limit = self.usage[t]
-                out[t] = {
-                    "entries": [
-                        {
-                            "content": e.content,
-                            "importance": e.importance,
-                            "createdAt": e.created_at,
-                            "updatedAt": e.updated_at,
-                        }
-                        for e in self.of(t)
-                    ],
-                    "usage": {"used": used, "limit": limit},
-                }
-        return out
-
-
-@attrs.frozen
-class Preview:
-    """What a hot-memory change would do now (:meth:`HotMemory.preview`)."""
-
-    receipt: Receipt
-    changes: bool  # False: it is in effect already (an add equal to an entry)
-
-
-# Rendering waits at most this long for the lock to repair a projection; a busy lock only
-# postpones the repair to the next render (the text itself comes from the source).
-_REPAIR_WAIT_MS = 100
-
-
-class _Shared:
-    """What the facades of one root share: ports, config, the source cache and a mutex."""
-
-    def __init__(self, ports: Ports, config: Config, delegate: Delegate) -> None:
-        self.ports, self.config, self.delegate = ports, config, delegate
-        self.cache = SourceCache()
-        self.mutex = threading.RLock()
-
-    def current(self) -> HotStore:
-        """The source as it is on disk now; parses only when its bytes changed."""
-        stamp, data = self.ports.files.read_if_changed(SOURCE_PATH, self.cache.stamp)
-        if stamp is None:
-            store = self.cache.load(None)
-        elif data is None:
-            return self.cache.store
-        else:
-            store = self.cache.load(data)
-            self.cache.stamp = stamp
-        return store
-
-    def verify_projections(self, store: HotStore) -> None:
-        """Repair the projections unless each provably still matches ``store``.
-
-        A projection verified before is only stat'ed; one that changed (a hand edit, a writer
-        that crashed between its projection and its commit) is compared and, if wrong,
-        repaired under the lock. A lock that cannot be taken postpones the repair to the next
-        call: rendering context must not fail because another writer is busy. A read-only
-        root repairs nothing (the text comes from the source either way).
-        """
-        files, stamps = self.ports.files, self.cache.projection_stamps
-        stale = False
-        for target in TARGETS:
-            stamp, data = files.read_if_changed(projection_path(target), stamps.get(target))
-            if stamp is None:
-                stale = True
-            elif data is None:
-                continue  # unchanged since it was verified
-            elif data == store.projection(target):
-                stamps[target] = stamp
-            else:
-                stale = True
-        if stale and self.config.write_enabled:
-            self._repair()
-
-    def _repair(self) -> None:
-        files, locks = self.ports.files, self.ports.locks
-        try:
-            locks.acquire(LOCK_NAME, min(self.config.lock_timeout_ms, _REPAIR_WAIT_MS))
-        except StorageError:
-            return
-        try:
-            repair_projections(files, self.cache.load(files.read(SOURCE_PATH)))
-        except StorageError:
-            pass
-        finally:
-            locks.release(LOCK_NAME)
-
-
-class HotMemory:
-    """USER.md and MEMORY.md: add, replace, remove and read."""
-
-    def __init__(
-        self,
-        shared: _Shared,
-        flow: HotMutationFlow,
-        maintenance: MaintenanceFlow,
-        history: HotHistory,
-    ) -> None:
-        self._shared, self._flow, self._maintenance = shared, flow, maintenance
-        self._history, self._delegate = history, shared.delegate
-        self._maintenance_mutex = threading.RLock()
-
-    @host_only
-    def add(
-        self,
-        target: str,
-        content: str,
-        importance: str | None = None,
-        *,
-        maintenance: bool = True,
-    ) -> Receipt:
-        """Append ``content`` to ``target``; an exact duplicate changes nothing.
-
-        When the add would overflow its target and ``maintenance`` is on, capacity maintenance
-        makes room first: USER.md is compacted locally, MEMORY.md is archived into long-term
-        memory and compacted, each by a worker whose result the host checks; the compaction
-        and the add then commit together and the receipt's ``maintenance`` says what was done.
-        Anything refused leaves hot memory as it was.
-
-        Raises:
-            InvalidInput, CapacityExceeded, ReadOnly: the request was rejected; nothing changed.
-            MaintenanceRejected, WorkerFailed: the worker's result was refused or the worker
-                failed; hot memory is unchanged.
-            RevisionConflict: another writer changed the target while the worker ran; nothing
-                was compacted (run the add again).
-            LockTimeout, CorruptStore, StorageError: the root could not be used.
-        """
-        request = {"target": target, "content": content, "importance": importance}
-        try:
-            with self._shared.mutex:
-                return self._flow.run("add", **request)
-        except CapacityExceeded as overflow:
-            if not maintenance:
-                raise
-            with self._maintenance_mutex:
-                receipt: Receipt = self._maintenance.perform(
-                    "overflow", request=request, overflow=overflow
-                )
-                return receipt
-
-    @host_only
-    def replace(
-        self, target: str, old_text: str, content: str, importance: str | None = None
-    ) -> Receipt:
-        """Replace the one entry of ``target`` containing ``old_text`` with ``content``.
-
-        Raises:
-            NoMatch, AmbiguousMatch, DuplicateEntry: plus everything :meth:`add` raises.
-        """
-        with self._shared.mutex:
-            return self._flow.run(
-                "replace",
-                target=target,
-                old_text=old_text,
-                content=content,
-                importance=importance,
-            )
-
-    @host_only
-    def remove(self, target: str, old_text: str) -> Receipt:
-        """Remove the one entry of ``target`` containing ``old_text``.
-
-        Raises:
-            NoMatch, AmbiguousMatch: plus the storage errors :meth:`add` raises.
-        """
-        with self._shared.mutex:
-            return self._flow.run("remove", target=target, old_text=old_text)
-
-    @host_only
-    def preview(
-        self,
-        action: str,
-        target: str,
-        *,
-        content: str | None = None,
-        old_text: str | None = None,
-        importance: str | None = None,
-    ) -> Preview:
-        """What ``add``, ``replace`` or ``remove`` would do on the committed entries now, by
-        the same rules, without writing anything (no lock; no maintenance): the receipt, and
-        whether it would change anything (an add equal to an entry would not).
-
-        Raises:
-            the typed error the change would raise (``NoMatch``, ``CapacityExceeded``, ...).
-        """
-        shared = self._shared
-        if not shared.config.write_enabled:
-            raise ReadOnly()
-        mutation = check_request(action, target, content, old_text, importance)
-        with shared.mutex:
-            store = shared.current()
-        now = iso_ms(shared.ports.clock.now_ms())
-        outcome = plan_mutation(store, mutation, now, shared.config.limit(mutation.target))
-        if isinstance(outcome, Rejected):
-            raise outcome.error
-        return Preview(outcome.receipt, isinstance(outcome, Commit))
-
-    @host_only
-    def history(self, target: str | None = None) -> tuple[HistoryItem, ...]:
-        """Entries capacity maintenance took out of hot memory (removed, or rewritten into a
-        merged entry), newest round first: the exact text each had, kept in
-        ``state/hot-history.jsonl`` (the newest 64 rounds are never dropped).
-
-        Raises:
-            InvalidInput: a bad target. CorruptStore: the history file is invalid.
-        """
-        return tuple(HistoryItem.of(r, e) for r, e in self._history.entries(target))
-
-    @host_only
-    def restore(self, history_id: str, *, maintenance: bool = False) -> Receipt:
-        """Add a preserved entry back to its target through the normal add path (its
-        capacity rules included; with ``maintenance`` an overflow compacts as any add does).
-        An entry that is back already changes nothing.
-
-        Raises:
-            UnknownHistoryEntry: no entry has this id. Everything :meth:`add` raises.
-        """
-        if not isinstance(history_id, str):
-            raise InvalidInput("a history id is a string")
-        round_, entry = self._history.find(history_id)
-        return self.add(round_.target, entry.content, entry.importance, maintenance=maintenance)
-
-    @host_only
-    def snapshot(self) -> HotSnapshot:
-        """The committed entries, their usage and the source revision (takes no lock)."""
-        shared = self._shared
-        with shared.mutex:
-            store = shared.current()
-            usage: dict[str, tuple[int, int]] = {
-                t: (store.used(t), shared.config.limit(t)) for t in TARGETS
-            }
-            return HotSnapshot(store.revision(), store.entries, usage)
-
-
-class Context:
-    """The texts a host adds to model input on every turn."""
-
-    def __init__(self, shared: _Shared) -> None:
-        self._shared, self._delegate = shared, shared.delegate
-
-    @host_only
-    def runtime_memory(self) -> str:
-        """Both hot-memory files with the usage protocol.
-
-        An unchanged store is answered from memory: no lock, no re-read of what is cached.
-        """
-        shared = self._shared
-        with shared.mutex:
-            store = shared.current()
-            shared.verify_projections(store)
-            cfg = shared.config
-            return render_runtime_memory(store, cfg.user_limit, cfg.memory_limit)
-
-    def routing_guidance(self) -> str:
-        """The short routing paragraph, or ``""`` when ``routingGuidance`` is off."""
-        return ROUTING_GUIDANCE if self._shared.config.routing_guidance else ""
 
 
 def _open_long_term(

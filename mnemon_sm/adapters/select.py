@@ -7,6 +7,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from mnemon_sm.adapters.mnemon import MnemonCliStore
+from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.config import Config
 from mnemon_sm.errors import InvalidConfig
 from mnemon_sm.ports import Clock
@@ -57,6 +59,7 @@ def configured_embedder(config: Config) -> Embedder | None:
     name = config.embedding_model
     if name is None:
         return None
+    # optional: sentence-transformers (the [embeddings] extra) is imported only when asked for
     from mnemon_sm.adapters.sentence import SentenceTransformerEmbedder
 
     if name == DEFAULT_MODEL:
@@ -80,13 +83,9 @@ def open_long_term(
     if config.long_term_store != "embedded":
         executable = find_mnemon(config)
         if executable is not None:
-            from mnemon_sm.adapters.mnemon import MnemonCliStore
-
             return MnemonCliStore(root, executable, timeout_ms=config.mnemon_timeout_ms)
         if config.long_term_store == "mnemon":
             raise InvalidConfig("longTermStore = mnemon, but no mnemon executable was found")
-    from mnemon_sm.adapters.sqlite import EmbeddedStore
-
     return EmbeddedStore(
         root,
         clock,

@@ -15,6 +15,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemon_sm.cli import documents as cli_documents
+from mnemon_sm.cli import long_term as cli_long_term
+from mnemon_sm.cli.demo import run_demo
+from mnemon_sm.cli.replay import replay
+from mnemon_sm.cli.specs import check_specs, render_specs
 from mnemon_sm.cli.support import ProgressBar
 from mnemon_sm.config import Config
 from mnemon_sm.errors import MnemonError, StorageError
@@ -42,8 +47,6 @@ def _open(args: argparse.Namespace) -> MemoryRoot:
 
 
 def _replay(args: argparse.Namespace) -> None:
-    from mnemon_sm.cli.replay import replay
-
     config = Config.from_toml(args.config) if args.config else Config()
     statuses = replay(args.events, args.root or default_root(), config)
     _print_json(statuses)
@@ -96,8 +99,6 @@ def _context(args: argparse.Namespace) -> None:
 
 
 def _specs(args: argparse.Namespace) -> None:
-    from mnemon_sm.cli.specs import check_specs, render_specs
-
     if args.action == "render":
         for line in render_specs(args.dir):
             print(line)
@@ -111,8 +112,6 @@ def _specs(args: argparse.Namespace) -> None:
 
 
 def _demo(args: argparse.Namespace) -> None:
-    from mnemon_sm.cli.demo import run_demo
-
     run_demo(args.demo_root or args.root)
 
 
@@ -176,9 +175,6 @@ def _parser() -> argparse.ArgumentParser:
     specs.add_argument("--dir", type=Path, help="spec directory (default ./specs if present)")
     specs.add_argument("--tests", type=Path, help="property tests (default ./property_tests)")
     specs.set_defaults(run=_specs)
-
-    from mnemon_sm.cli import documents as cli_documents
-    from mnemon_sm.cli import long_term as cli_long_term
 
     cli_long_term.register(commands, _open, _print_json)
     cli_documents.register(commands, _open, _print_json)

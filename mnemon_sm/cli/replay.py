@@ -20,6 +20,7 @@ from mnemon_sm.adapters.real import SystemClock, real_ports
 from mnemon_sm.config import Config
 from mnemon_sm.engine.flow import add_observer, remove_observer
 from mnemon_sm.errors import InvalidInput
+from mnemon_sm.root import MemoryRoot
 from mnemon_sm.text import iso_ms
 
 __all__ = ["replay"]
@@ -63,8 +64,6 @@ def replay(
     out: Callable[[str], object] = print,
 ) -> dict[str, Any]:
     """Replay the log at ``path`` on the root at ``root_dir``; returns the final statuses."""
-    from mnemon_sm.root import MemoryRoot
-
     clock = ReplayClock()
     printer = _Printer(clock, out)
 

@@ -21,6 +21,9 @@ import attrs
 from mnemon_sm import ports as ports_module
 from mnemon_sm.engine.spec import LoadedFlow
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports import embedder as embed_port
+from mnemon_sm.ports import workers as workers_port
+from mnemon_sm.ports.long_term import port as long_term_port
 
 __all__ = ["lint_flow", "port_methods"]
 
@@ -30,10 +33,6 @@ _VALIDATOR_PREFIX = "check_"
 
 def port_methods() -> set[str]:
     """Every ``<port>.<method>`` the port protocols define."""
-    from mnemon_sm.ports import embedder as embed_port
-    from mnemon_sm.ports import workers as workers_port
-    from mnemon_sm.ports.long_term import port as long_term_port
-
     modules = (ports_module, long_term_port, embed_port, workers_port)
     found = set()
     for field in attrs.fields(Ports):

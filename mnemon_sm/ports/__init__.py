@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import attrs
 
-if TYPE_CHECKING:
-    from mnemon_sm.ports.embedder import Embedder
-    from mnemon_sm.ports.long_term.port import LongTermStore
-    from mnemon_sm.ports.workers import Workers
+from mnemon_sm.ports.embedder import Embedder
+from mnemon_sm.ports.long_term.port import LongTermStore
+from mnemon_sm.ports.workers import Workers
 
 __all__ = ["TEMP_NAME", "Clock", "Files", "Locks", "Ports", "Stamp"]
 

@@ -20,15 +20,38 @@ Host integrators plug in their LLM by implementing ``Workers.run`` (plain or ``a
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-if TYPE_CHECKING:
-    from mnemon_sm.flows.workers.runner import Cancellation
+__all__ = ["Cancellation", "ToolBox", "WorkerRequest", "Workers"]
 
-__all__ = ["ToolBox", "WorkerRequest", "Workers"]
+
+class Cancellation:
+    """A run's cancellation as a ``Workers`` adapter sees it (``tools.cancellation``).
+
+    Poll :attr:`is_set` or block on :meth:`wait` (for example between model calls); once it
+    is set the tool box refuses every call with ``WorkerCancelled`` and nothing the worker
+    staged will be written.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    @property
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run is cancelled or ``timeout`` seconds pass; True if cancelled."""
+        return self._event.wait(timeout)
+
+    def _set(self, reason: str) -> None:
+        self.reason = reason
+        self._event.set()
 
 
 @attrs.frozen

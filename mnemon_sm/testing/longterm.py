@@ -36,7 +36,7 @@ from mnemon_sm.ports.long_term.values import (
     SpaceStatus,
 )
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
-from mnemon_sm.testing.memory import CallLog
+from mnemon_sm.testing.calls import CallLog
 from mnemon_sm.text import iso_ms, words
 
 __all__ = ["MemoryLongTermStore", "ScriptedWorkers"]

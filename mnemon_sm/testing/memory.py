@@ -18,44 +18,13 @@ import itertools
 import threading
 from collections.abc import Callable
 
-import attrs
-
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.errors import LockTimeout, StorageError
 from mnemon_sm.ports import Ports, Stamp
+from mnemon_sm.testing.calls import Call, CallLog
+from mnemon_sm.testing.longterm import MemoryLongTermStore
 
 __all__ = ["Call", "CallLog", "FakeClock", "MemoryFiles", "MemoryLocks", "memory_ports"]
-
-
-@attrs.frozen
-class Call:
-    """One port call: which port, which method, its arguments and the state it ran in."""
-
-    port: str
-    method: str
-    args: tuple[object, ...]
-    state: str | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.port}.{self.method}"
-
-
-@attrs.define
-class CallLog:
-    """Calls shared by the fakes of one bundle. ``probe`` tags each call with a state."""
-
-    calls: list[Call] = attrs.Factory(list)
-    probe: Callable[[], str | None] | None = None
-
-    def record(self, port: str, method: str, *args: object) -> None:
-        state = self.probe() if self.probe is not None else None
-        self.calls.append(Call(port, method, args, state))
-
-    def names(self) -> list[str]:
-        return [c.name for c in self.calls]
-
-    def clear(self) -> None:
-        self.calls.clear()
 
 
 def _check(path: str) -> None:
@@ -329,9 +298,6 @@ def memory_ports(
     log: CallLog | None = None, *, track_durability: bool = False
 ) -> tuple[Ports, CallLog]:
     """A bundle of fakes sharing one call log (the workers are the built-in ones)."""
-    from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
-    from mnemon_sm.testing.longterm import MemoryLongTermStore
-
     log = log if log is not None else CallLog()
     files = MemoryFiles(log, track_durability=track_durability)
     clock = FakeClock(log=log)

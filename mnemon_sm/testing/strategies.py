@@ -24,13 +24,13 @@ Everything here is deterministic given Hypothesis' choices and does no I/O. Stor
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import attrs
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from mnemon_sm.errors import MnemonError
+from mnemon_sm.flows.hot.api import HotMemory
 from mnemon_sm.flows.hot.model import (
     DELIMITER,
     ENTRY_MAX_BYTES,
@@ -42,9 +42,6 @@ from mnemon_sm.flows.hot.model import (
 )
 from mnemon_sm.flows.hot.rules import Receipt
 from mnemon_sm.text import collapse_whitespace, iso_ms
-
-if TYPE_CHECKING:
-    from mnemon_sm.root import HotMemory
 
 __all__ = [
     "ACTIONS",

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mnemon_sm.adapters.workers.routing import choose_space, create_space, stored_id
-from mnemon_sm.flows.hot.packing import RANK, joined_size
+from mnemon_sm.ports.hot_format import RANK, joined_size
 from mnemon_sm.ports.long_term.values import CONTENT_MAX_BYTES
 from mnemon_sm.ports.workers import ToolBox
 from mnemon_sm.text import collapse_whitespace

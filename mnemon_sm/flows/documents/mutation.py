@@ -178,7 +178,7 @@ class DocumentFlow(FlowContext):
         }
         try:
             self._raw, tools = self.long_term().run_staged(
-                "document_archive", data, ARCHIVE_GRANTS
+                "document_archive", data, ARCHIVE_GRANTS, DocumentArchiveResult
             )
         except MnemonError as exc:
             return self.refuse(machine, "worker_failed", exc)

@@ -183,12 +183,14 @@ class MaintenanceFlow(FlowContext):
         try:
             if snap.target == "user":
                 tools = NoTools()
-                request = build_request("compact", data, (), body=render_body(snap))
+                request = build_request(
+                    "compact", data, (), CompactionResult, body=render_body(snap)
+                )
                 self._raw = self.delegate.run(request, tools)
             else:
                 body = render_body(snap)
                 self._raw, tools = self.long_term().run_staged(
-                    "archive", data, ARCHIVE_GRANTS, body=body
+                    "archive", data, ARCHIVE_GRANTS, ArchiveResult, body=body
                 )
         except MnemonError as exc:
             return self.refuse(machine, "worker_failed", exc)

@@ -27,6 +27,7 @@ import attrs
 from mnemon_sm import inputs
 from mnemon_sm.convert import StructureFailed, structure
 from mnemon_sm.errors import CorruptStore, InvalidInput
+from mnemon_sm.ports.hot_format import DELIMITER, IMPORTANCES, Importance
 from mnemon_sm.text import collapse_whitespace
 
 __all__ = [
@@ -45,11 +46,8 @@ __all__ = [
 ]
 
 Target = Literal["user", "memory"]
-Importance = Literal["critical", "normal", "low"]
 TARGETS: tuple[Target, ...] = get_args(Target)
-IMPORTANCES: tuple[Importance, ...] = get_args(Importance)
 
-DELIMITER = "\n§\n"  # 4 UTF-8 bytes; "§" is reserved and never appears inside an entry
 _DELIMITER_BYTES = DELIMITER.encode("utf-8")
 ENTRY_MAX_BYTES = 8192  # one entry, UTF-8 (larger than USER.md's budget, as in the reference)
 RUNTIME_DIR = "runtime"

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mnemon_sm.flows.hot.model import DELIMITER
+from mnemon_sm.ports.hot_format import DELIMITER, RANK, joined_size
 
 __all__ = ["RANK", "budget", "joined_size", "pack"]
 
-RANK = {"low": 0, "normal": 1, "critical": 2}
 _DELIMITER_BYTES = len(DELIMITER.encode("utf-8"))
 _SHARE_NUM, _SHARE_DEN = 7, 10  # the compacted target may fill 70% of its limit ...
 _SLACK = 8  # ... minus the pending add and a few bytes of slack (the reference's constants)
@@ -26,13 +25,6 @@ _SLACK = 8  # ... minus the pending add and a few bytes of slack (the reference'
 def budget(limit: int, pending_bytes: int) -> int:
     """Bytes the compacted target may use, leaving room for the pending add."""
     return max(0, limit * _SHARE_NUM // _SHARE_DEN - pending_bytes - _SLACK)
-
-
-def joined_size(contents: Sequence[str]) -> int:
-    """UTF-8 bytes of ``contents`` joined by the delimiter (the capacity metric)."""
-    if not contents:
-        return 0
-    return sum(len(c.encode("utf-8")) for c in contents) + _DELIMITER_BYTES * (len(contents) - 1)
 
 
 def pack(items: Sequence[tuple[str, str]], max_bytes: int) -> tuple[int, ...]:

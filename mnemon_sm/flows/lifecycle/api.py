@@ -29,12 +29,13 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mnemon_sm.adapters.real import SystemClock
 from mnemon_sm.config import Config
 from mnemon_sm.convert import StructureFailed, structure
 from mnemon_sm.errors import MnemonError, WorkerFailed
+from mnemon_sm.flows.documents.api import Documents
+from mnemon_sm.flows.hot.api import HotMemory
 from mnemon_sm.flows.lifecycle import events
 from mnemon_sm.flows.lifecycle import state as persisted
 from mnemon_sm.flows.lifecycle.agent import Applied, LifecycleFlow, ReviewOutcome
@@ -46,16 +47,12 @@ from mnemon_sm.flows.lifecycle.review import (
     check_receipt,
 )
 from mnemon_sm.flows.lifecycle.scoring import Score, TurnActivity
+from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.long_term.tools import ScopedTools
 from mnemon_sm.flows.workers.requests import build_request
 from mnemon_sm.flows.workers.runner import Delegate, WorkerRun, host_only, running_loop
 from mnemon_sm.ports import Clock, Files, Locks
 from mnemon_sm.redact import redact
-
-if TYPE_CHECKING:
-    from mnemon_sm.flows.documents.api import Documents
-    from mnemon_sm.flows.long_term.api import LongTermMemory
-    from mnemon_sm.root import HotMemory
 
 __all__ = ["AgentLifecycle", "AsyncDriver"]
 
@@ -294,7 +291,7 @@ class AgentLifecycle:
         }
         reads = ScopedTools(self._long_term().service, READS, readonly=True)
         tools = ReviewTools(reads, self._hot, self._documents)
-        request = build_request("review", data, REVIEW_TOOLS)
+        request = build_request("review", data, REVIEW_TOOLS, ReviewResult)
 
         def finished(run: WorkerRun) -> None:
             outcome = _outcome(run, tools)
@@ -386,9 +383,9 @@ class AsyncDriver:
         clock: Clock | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        """``clock`` defaults to the system's (pass the root's when it has another)."""
+        """``clock`` defaults to the lifecycle's own (its root's clock)."""
         self._lifecycle, self._sleep = lifecycle, sleep
-        self._clock: Clock = clock or SystemClock()
+        self._clock: Clock = clock or lifecycle._clock
         self._changed = asyncio.Event()
         self._stopped = False
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -25,7 +25,8 @@ import attrs
 from mnemon_sm.convert import register_camel_case
 from mnemon_sm.errors import InvalidInput, ToolRefused
 from mnemon_sm.flows.long_term.tools import ScopedTools
-from mnemon_sm.flows.workers.runner import Cancellation, RunScope
+from mnemon_sm.flows.workers.runner import RunScope
+from mnemon_sm.ports.workers import Cancellation
 
 __all__ = [
     "REVIEW_TOOLS",

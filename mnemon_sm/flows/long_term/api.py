@@ -74,14 +74,16 @@ class LongTermMemory:
         kind: str,
         data: Mapping[str, Any],
         grants: tuple[str, ...],
+        result: type,
         *,
         body: str | None = None,
     ) -> tuple[object, ScopedTools]:
-        """Run a worker of ``kind`` whose long-term writes are staged (reads count no access);
-        returns its raw result and the tool box holding the staged writes. No lock is held
-        while the worker runs. Raises like :meth:`~mnemon_sm.flows.workers.runner.Delegate.run`."""
+        """Run a worker of ``kind`` whose result must validate as ``result`` and whose long-term
+        writes are staged (reads count no access); returns its raw result and the tool box
+        holding the staged writes. No lock is held while the worker runs.
+        Raises like :meth:`~mnemon_sm.flows.workers.runner.Delegate.run`."""
         tools = ScopedTools(self.service, grants, readonly=True)
-        request = build_request(kind, data, tools.names, body=body)
+        request = build_request(kind, data, tools.names, result, body=body)
         return self._delegate.run(request, tools), tools
 
     # -- spaces ----------------------------------------------------------------------------

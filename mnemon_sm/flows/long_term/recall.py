@@ -16,6 +16,7 @@ from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.flow import Machine
 from mnemon_sm.errors import InvalidInput, MnemonError, WorkerFailed
 from mnemon_sm.flows.long_term.quality import apply_policy, low_cutoff
+from mnemon_sm.flows.long_term.results import AnswerResult, RecallResult
 from mnemon_sm.flows.long_term.service import (
     LongTermService,
     Retrieved,
@@ -24,7 +25,7 @@ from mnemon_sm.flows.long_term.service import (
     select_evidence,
 )
 from mnemon_sm.flows.long_term.tools import READ_TOOLS, ScopedTools
-from mnemon_sm.flows.workers.requests import AnswerResult, RecallResult, build_request
+from mnemon_sm.flows.workers.requests import build_request
 from mnemon_sm.flows.workers.runner import Delegate
 
 __all__ = ["AgentAnswer", "AgentSearchFlow", "DirectSearchFlow", "RecallAnswer", "RecallFlow"]
@@ -147,7 +148,10 @@ class AgentSearchFlow(_SearchingFlow):
             for h in shown
         ]
         request = build_request(
-            "answer", {"question": self._request["query"], "evidence": evidence}, ()
+            "answer",
+            {"question": self._request["query"], "evidence": evidence},
+            (),
+            AnswerResult,
         )
         tools = ScopedTools(self.service, ())
         try:
@@ -193,7 +197,7 @@ class RecallFlow(FlowContext):
         tools = ScopedTools(self.service, READ_TOOLS)
         try:
             self._selection = self.delegate.result(
-                build_request("recall", data, READ_TOOLS), tools, RecallResult
+                build_request("recall", data, READ_TOOLS, RecallResult), tools, RecallResult
             )
         except WorkerFailed as exc:
             return self.refuse(machine, "worker_failed", exc)

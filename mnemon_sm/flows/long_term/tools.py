@@ -34,7 +34,8 @@ import attrs
 from mnemon_sm.convert import StructureFailed, register_camel_case, structure
 from mnemon_sm.errors import InvalidInput, MnemonError, ToolRefused
 from mnemon_sm.flows.long_term.service import LongTermService, SearchHit
-from mnemon_sm.flows.workers.runner import Cancellation, RunScope
+from mnemon_sm.flows.workers.runner import RunScope
+from mnemon_sm.ports.workers import Cancellation
 
 __all__ = ["READ_TOOLS", "WRITE_TOOLS", "AppliedWrite", "NoTools", "ScopedTools"]
 

@@ -18,9 +18,10 @@ from mnemon_sm import inputs
 from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.flow import Machine
 from mnemon_sm.errors import InvalidInput, MnemonError, ReadOnly, WorkerFailed
+from mnemon_sm.flows.long_term.results import WriteResult
 from mnemon_sm.flows.long_term.service import LongTermService
 from mnemon_sm.flows.long_term.tools import TOOL_ACTIONS, AppliedWrite, ScopedTools
-from mnemon_sm.flows.workers.requests import WriteResult, build_request
+from mnemon_sm.flows.workers.requests import build_request
 from mnemon_sm.flows.workers.runner import Delegate
 
 __all__ = ["GRANTS", "MergeFlow", "WriteFlow", "WriteReceipt"]
@@ -110,7 +111,7 @@ class WriteFlow(_WritingFlow):
         tools = ScopedTools(self.service, grants, readonly=True)
         try:
             self._receipt = self.delegate.result(
-                build_request("write", self._data, grants), tools, WriteResult
+                build_request("write", self._data, grants, WriteResult), tools, WriteResult
             )
         except WorkerFailed as exc:
             return self.refuse(machine, "worker_failed", exc)

@@ -1,10 +1,11 @@
-"""Worker requests and results per kind: personas, prompts, result classes and schemas.
+"""Worker requests per kind: personas, prompts, token caps and result schemas.
 
-Personas are package texts (``workers/texts/<kind>.md``). A prompt states the task in one line
-and renders the request data as JSON indented by four spaces under an "untrusted data" label,
-so nothing a user or a model wrote can pass for an instruction. Result classes are what
-:func:`mnemon_sm.ports.workers.delegate` validates against; the JSON schema handed to the worker
-is generated from the same class, so the two cannot drift.
+Personas are package texts (``flows/workers/texts/<kind>.md``). A prompt states the task in one
+line and renders the request data as JSON indented by four spaces under an "untrusted data"
+label, so nothing a user or a model wrote can pass for an instruction. Each flow names its
+result class (an attrs class) when it builds a request; the runner validates the result
+against that class and the JSON schema handed to the worker is generated
+from it, so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -17,21 +18,11 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import attrs
 
-from mnemon_sm.convert import camel_case, register_camel_case
-from mnemon_sm.flows.documents.values import DocumentArchiveResult
-from mnemon_sm.flows.hot.maintenance_values import ArchiveResult, CompactionResult
-from mnemon_sm.flows.lifecycle.review import ReviewResult
+from mnemon_sm.convert import camel_case
 from mnemon_sm.ports.workers import WorkerRequest
 from mnemon_sm.text import quote_json
 
-__all__ = [
-    "AnswerResult",
-    "RecallResult",
-    "RecallSelection",
-    "WriteResult",
-    "build_request",
-    "json_schema",
-]
+__all__ = ["build_request", "json_schema", "persona", "render_prompt"]
 
 # Output token caps per worker kind (the reference's values for comparable workers).
 MAX_TOKENS = {
@@ -52,49 +43,6 @@ TASKS = {
     "document_archive": "Archive this document's cold reference now.",
     "review": "Review the completed conversation now.",
 }
-
-
-@attrs.frozen
-class RecallSelection:
-    id: str
-    memory_body_id: str
-
-
-@attrs.frozen
-class RecallResult:
-    summary: str
-    selected_memory_body_ids: list[str]
-    results: list[RecallSelection]
-
-
-@attrs.frozen
-class WriteResult:
-    summary: str
-    action: Literal[
-        "stored", "linked", "forgotten", "created", "updated", "merged", "skipped", "failed"
-    ]
-    memory_body_ids: list[str]
-
-
-@attrs.frozen
-class AnswerResult:
-    answer: str
-    citations: list[str]
-
-
-for _cls in (RecallSelection, RecallResult, WriteResult, AnswerResult):
-    register_camel_case(_cls)
-
-RESULTS: dict[str, type] = {
-    "recall": RecallResult,
-    "write": WriteResult,
-    "answer": AnswerResult,
-    "compact": CompactionResult,
-    "archive": ArchiveResult,
-    "document_archive": DocumentArchiveResult,
-    "review": ReviewResult,
-}
-WRITE_ACTIONS: tuple[str, ...] = get_args(get_type_hints(WriteResult)["action"])
 
 
 def _type_schema(tp: Any) -> dict[str, Any]:
@@ -150,17 +98,24 @@ def render_prompt(kind: str, data: Mapping[str, Any]) -> str:
 
 
 def build_request(
-    kind: str, data: Mapping[str, Any], tools: tuple[str, ...], *, body: str | None = None
+    kind: str,
+    data: Mapping[str, Any],
+    tools: tuple[str, ...],
+    result: type,
+    *,
+    body: str | None = None,
 ) -> WorkerRequest:
-    """The complete request for a worker of ``kind`` over ``data``; ``body`` replaces the
-    default rendering of the data in the prompt (the task line always comes first)."""
+    """The complete request for a worker of ``kind`` over ``data`` whose result must be a
+    ``result`` (an attrs class: the schema handed to the worker is generated from it); ``body``
+    replaces the default rendering of the data in the prompt (the task line always comes
+    first)."""
     prompt = render_prompt(kind, data) if body is None else f"{TASKS[kind]}\n\n{body}"
     return WorkerRequest(
         kind=kind,
         persona=persona(kind),
         prompt=prompt,
         tools=tools,
-        result_schema=json_schema(RESULTS[kind]),
+        result_schema=json_schema(result),
         max_tokens=MAX_TOKENS[kind],
         data=dict(data),
     )

@@ -63,7 +63,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from mnemon_sm.convert import StructureFailed, structure
 from mnemon_sm.errors import Busy, ToolRefused, WorkerCancelled, WorkerFailed, WorkerTimeout
 from mnemon_sm.ports import Clock
-from mnemon_sm.ports.workers import WorkerRequest, Workers
+from mnemon_sm.ports.workers import Cancellation, WorkerRequest, Workers
 from mnemon_sm.redact import redact
 
 __all__ = [
@@ -104,31 +104,6 @@ def host_only(fn: Callable[P, R]) -> Callable[P, R]:
         return fn(*args, **kwargs)
 
     return guarded
-
-
-class Cancellation:
-    """A run's cancellation as a ``Workers`` adapter sees it (``tools.cancellation``).
-
-    Poll :attr:`is_set` or block on :meth:`wait` (for example between model calls); once it
-    is set the tool box refuses every call with ``WorkerCancelled`` and nothing the worker
-    staged will be written.
-    """
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.reason = ""
-
-    @property
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the run is cancelled or ``timeout`` seconds pass; True if cancelled."""
-        return self._event.wait(timeout)
-
-    def _set(self, reason: str) -> None:
-        self.reason = reason
-        self._event.set()
 
 
 class RunScope:
