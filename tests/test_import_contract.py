@@ -117,3 +117,38 @@ def test_the_old_builtin_workers_path_still_works_with_a_warning() -> None:
         "warned: mnemon_sm.workers.builtin is deprecated; import BuiltinWorkers from mnemon_sm",
         "True",
     ]
+
+
+def test_the_test_kit_imports_without_hypothesis() -> None:
+    """Every module of mnemon_sm.testing but the strategies works without Hypothesis."""
+    kit = sorted(
+        f"mnemon_sm.testing.{p.stem}"
+        for p in (PACKAGE / "testing").glob("*.py")
+        if p.stem not in ("__init__", "strategies")
+    )
+    code = (
+        "import importlib, sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'hypothesis' or name.startswith('hypothesis.'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"for name in {kit!r}:\n"
+        "    importlib.import_module(name)\n"
+        "try:\n"
+        "    importlib.import_module('mnemon_sm.testing.strategies')\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print('strategies need', exc)\n"
+        "print('hypothesis' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(BASE)},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(kit) >= 10
+    assert proc.stdout.splitlines() == ["strategies need hypothesis", "False"]

@@ -1,0 +1,14 @@
+"""The test kit a host's own tests can use: fakes of every port, fault injection, the port
+contract and (with Hypothesis installed) strategies.
+
+- :mod:`.memory`: in-memory fakes of every port recording each call (:func:`.memory.memory_ports`);
+  :mod:`.calls` holds the shared call log, :mod:`.longterm` the long-term store and worker fakes,
+  :mod:`.embed` test embedders.
+- :mod:`.faults`: fault injection for any port bundle (fail a call, crash before or after it).
+- :mod:`.contract`: the checks every ``LongTermStore`` adapter must pass.
+- :mod:`.snapshot`: what a root holds, for "changed nothing on disk" assertions.
+- :mod:`.maintenance`: seeded roots and scripted workers for capacity-maintenance tests.
+- :mod:`.fake_mnemon`: a fake ``mnemon`` executable over the embedded store.
+- :mod:`.coverage`: which spec transitions a run took.
+- :mod:`.strategies`: Hypothesis strategies (the only module that needs Hypothesis).
+"""
