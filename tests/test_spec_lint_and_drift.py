@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
 
+import attrs
 import pytest
 
 from mnemon_sm.cli.specs import check_specs
+from mnemon_sm.engine import registry, render
 from mnemon_sm.engine.lint import lint_flow, port_methods
-from mnemon_sm.engine.render import render_dot, render_markdown
+from mnemon_sm.engine.registry import flow_context
+from mnemon_sm.engine.render import mermaid_label_problems, render_dot, render_markdown
 from mnemon_sm.engine.spec import (
     LoadedFlow,
     build_machine_class,
@@ -17,8 +21,10 @@ from mnemon_sm.engine.spec import (
     load_flow,
     parse_spec,
 )
+from mnemon_sm.errors import SpecError
+from mnemon_sm.ports import PORT_PROTOCOLS, Ports
 
-from .test_spec_loader import GOOD, DemoContext
+from .test_spec_loader import GOOD, DemoContext, spec_text
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -80,7 +86,7 @@ def test_rendering_is_deterministic_and_shows_every_transition() -> None:
     edges = [line for line in mermaid.splitlines() if "-->" in line and "[*]" not in line]
     assert len(edges) == len(flow.spec.transitions)
     assert "committed --> ready : request_rejected" in mermaid
-    assert "committed --> committed : add (internal)" in mermaid
+    assert "committed --> committed : add (internal) ⟨" in mermaid
     assert re.search(r"^digraph", render_dot(flow.spec))
 
 
@@ -94,3 +100,113 @@ def test_specs_check_reports_drift(tmp_path: Path) -> None:
         f"{copy / 'diagrams' / f'{name}.md'} is missing or stale: run `mnemon-sm specs render`"
         for name in flow_names()
     ]
+
+
+def test_port_protocols_table_covers_every_field_of_the_bundle() -> None:
+    hints = typing.get_type_hints(Ports)
+    assert list(PORT_PROTOCOLS) == [field.name for field in attrs.fields(Ports)]
+    for port, protocol in PORT_PROTOCOLS.items():
+        assert protocol is hints[port] or protocol in typing.get_args(hints[port]), port
+    assert {"long_term.recall", "workers.run", "embedder.embed"} <= port_methods()
+
+
+def test_specs_check_reports_a_registered_context_no_spec_uses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(registry, "_contexts", dict(registry.registered()))
+
+    @flow_context("OrphanFlow")
+    class OrphanFlow:
+        pass
+
+    assert check_specs(REPO / "specs", REPO / "property_tests") == [
+        "flow context 'OrphanFlow' (tests.test_spec_lint_and_drift."
+        "test_specs_check_reports_a_registered_context_no_spec_uses.<locals>.OrphanFlow) "
+        "is registered but no spec uses it"
+    ]
+
+
+# -- edge labels: priority, else, validators, actions --------------------------------------
+
+#: ``busy`` has a guarded ``stop`` and an unguarded one after it: the second is the else.
+GUARDED_ELSE = spec_text(
+    **{
+        "resting: [idle, busy, done]": "resting: [idle, busy, done]",
+        "        stop: [{target: done, cond: is_ready}]\n": (
+            "        stop:\n"
+            "          - {target: done, cond: is_ready, validators: [check_ok, check_more],\n"
+            "             before: note, after: [log, tidy, count, close_up]}\n"
+            "          - {target: idle, unless: is_ready}\n"
+            "          - {target: idle, before: undo}\n"
+        ),
+    }
+)
+
+
+def mermaid_of(text: str) -> str:
+    return render_markdown(demo_flow(text)).split("```mermaid\n", 1)[1].split("```", 1)[0]
+
+
+def test_edges_on_one_event_are_numbered_in_first_match_order_with_an_else() -> None:
+    mermaid = mermaid_of(GUARDED_ELSE)
+    assert (
+        "    busy --> done : #1 stop [is_ready] ⟨check_ok, check_more⟩ "
+        "/ note, log, tidy, … (2 more)\n" in mermaid
+    )
+    assert "    busy --> idle : #2 stop [!is_ready]\n" in mermaid
+    assert "    busy --> idle : #3 stop [else] / undo\n" in mermaid
+    assert "    idle --> busy : go ⟨check_ok⟩\n" in mermaid  # alone on its event: no number
+    table = render_markdown(demo_flow(GUARDED_ELSE)).split("## Transitions", 1)[1]
+    assert "first match wins" in table
+    assert "| `busy` | 0 | `stop` | #1 | `is_ready` | `check_ok`, `check_more` " in table
+    assert "| `busy` | 1 | `stop` | #2 | `!is_ready` |  |  | `idle` |" in table
+    assert "| `busy` | 2 | `stop` | #3 | *else* |  | `undo` | `idle` |" in table
+    assert "| `idle` | 0 | `go` |  |  | `check_ok` |  | `busy` |" in table
+    dot = render_dot(demo_flow(GUARDED_ELSE).spec)
+    assert '"busy" -> "idle" [label="#3 stop [else] / undo"];' in dot
+
+
+def test_an_unguarded_first_transition_is_not_an_else() -> None:
+    text = spec_text(
+        **{
+            "        stop: [{target: done, cond: is_ready}]\n": (
+                "        stop: [{target: done}, {target: idle, cond: is_ready}]\n"
+            )
+        }
+    )
+    mermaid = mermaid_of(text)
+    assert "    busy --> done : #1 stop\n" in mermaid
+    assert "    busy --> idle : #2 stop [is_ready]\n" in mermaid
+    assert "else" not in mermaid
+
+
+#: What Mermaid's state-diagram lexer reads as one transition with a label: the label runs
+#: from ``:`` to the end of the line and may hold neither ``:`` nor ``;``.
+MERMAID_EDGE = re.compile(r"^    (\[\*\]|[a-z0-9_]+) --> (\[\*\]|[a-z0-9_]+)(?: : ([^:\n;]+))?$")
+MERMAID_STATE = re.compile(r"^    [a-z0-9_]+ : ([^:\n;]+)$")
+
+
+@pytest.mark.parametrize("name", flow_names())
+def test_every_diagram_line_is_mermaid_state_diagram_syntax(name: str) -> None:
+    mermaid = render_markdown(load_flow(name)).split("```mermaid\n", 1)[1].split("```", 1)[0]
+    head, *body = mermaid.splitlines()
+    assert head == "stateDiagram-v2" and body[0] == "    direction LR"
+    for line in body[1:]:
+        found = MERMAID_EDGE.match(line) or MERMAID_STATE.match(line)
+        assert found, line
+        label = found.groups()[-1]
+        assert label is None or mermaid_label_problems(label) == [], line
+
+
+@pytest.mark.parametrize(
+    "label",
+    ["a : b", "a ; b", "a %% b", "go / set direction LR", "#59; x", "a <b> c", "x & y"],
+)
+def test_labels_mermaid_would_misread_are_caught(label: str) -> None:
+    assert mermaid_label_problems(label)
+
+
+def test_a_label_mermaid_would_misread_is_a_spec_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(render, "edge_label", lambda t, priority: "go; now")
+    with pytest.raises(SpecError, match="cannot draw"):
+        render_markdown(demo_flow())

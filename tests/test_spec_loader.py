@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import textwrap
+import types
 
 import pytest
 
+from mnemon_sm.engine import registry
+from mnemon_sm.engine.registry import flow_context, registered
 from mnemon_sm.engine.spec import (
     ENGINE_FLAGS,
+    build_flow,
     build_machine_class,
     flow_names,
     load_flow,
@@ -18,7 +22,7 @@ from mnemon_sm.errors import SpecError
 GOOD = """
 flow: demo
 summary: A two-state demo.
-context: tests.test_spec_loader:DemoContext
+context: DemoContext
 resting: [idle, busy, done]
 states:
   idle: {description: Waiting., ports: []}
@@ -109,6 +113,8 @@ def test_the_yaml_on_key_is_a_string_when_quoted_or_not() -> None:
         ({"  stop: Stop.\n": "  stop: Stop.\n  stop: Again.\n"}, "duplicate key"),
         ({"statechart:\n  states:": "statechart:\n  engine: fast\n  states:"}, "exactly one key"),
         ({"flow: demo": "flow: [demo"}, "not valid YAML"),
+        ({"context: DemoContext": "context: tests.demo:DemoContext"}, "not a registered name"),
+        ({"context: DemoContext": "context: tests.demo.DemoContext"}, "not a registered name"),
         ({"resting: [idle, busy, done]": "resting: [idle, done]"}, "busy is not resting"),
         ({"resting: [idle, busy, done]": "resting: [idle, nowhere]"}, "resting must name"),
         ({"resting: [idle, busy, done]": "resting: []"}, "resting must name"),
@@ -238,3 +244,82 @@ def test_spec_transitions_follow_the_machine_class_order() -> None:
         ]
         spec_transitions = [(t.source, t.index, t.event, t.target) for t in flow.spec.transitions]
         assert sorted(cls_transitions, key=str) == sorted(spec_transitions, key=str)
+
+
+# -- flow contexts by registered name -----------------------------------------------------
+
+
+@pytest.fixture
+def scratch_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty context registry for one test (the library's registrations come back after)."""
+    monkeypatch.setattr(registry, "_contexts", {})
+
+
+def moved(cls: type, module: str) -> type:
+    """A copy of ``cls`` defined in another module, as if its code had moved there."""
+    home = types.ModuleType(module)
+    copy = type(cls.__name__, (cls,), {"__module__": module})
+    setattr(home, cls.__name__, copy)
+    return copy
+
+
+def test_every_shipped_context_is_registered_under_the_name_its_spec_uses() -> None:
+    import mnemon_sm  # noqa: F401 - importing the package registers every flow context
+
+    used = {}
+    for name in flow_names():
+        flow = load_flow(name)
+        assert registered()[flow.spec.context] is flow.context_class
+        assert flow.context_class.__module__.startswith("mnemon_sm.flows.")
+        used[flow.spec.context] = name
+    assert set(registered()) == set(used)  # one spec per context, no context without a spec
+
+
+@pytest.mark.usefixtures("scratch_registry")
+def test_an_unregistered_context_is_a_clear_spec_error() -> None:
+    spec = parse_spec(GOOD, name="demo")
+    with pytest.raises(SpecError) as caught:
+        build_flow(spec)
+    message = str(caught.value)
+    assert "demo: flow context 'DemoContext' is not registered" in message
+    assert "@flow_context('DemoContext')" in message
+    assert "mnemon_sm.flows" in message and "`import mnemon_sm`" in message
+    flow_context("DemoContext")(DemoContext)
+    assert build_flow(spec).context_class is DemoContext
+
+
+@pytest.mark.usefixtures("scratch_registry")
+def test_one_name_belongs_to_one_class() -> None:
+    flow_context("DemoContext")(DemoContext)
+    flow_context("DemoContext")(DemoContext)  # the same class again: nothing happens
+    other = moved(DemoContext, "tests.elsewhere")
+    with pytest.raises(SpecError) as caught:
+        flow_context("DemoContext")(other)
+    assert str(caught.value) == (
+        "flow context 'DemoContext' is registered twice: by "
+        "tests.test_spec_loader.DemoContext and by tests.elsewhere.DemoContext"
+    )
+    assert registered()["DemoContext"] is DemoContext  # the first one keeps the name
+    # The same module executed again (a reload) defines a new class object of the same
+    # qualified name: it takes the name over.
+    reloaded = moved(DemoContext, DemoContext.__module__)
+    flow_context("DemoContext")(reloaded)
+    assert registered()["DemoContext"] is reloaded
+    with pytest.raises(SpecError, match="not an identifier"):
+        flow_context("tests.demo:DemoContext")
+
+
+@pytest.mark.usefixtures("scratch_registry")
+def test_moving_a_context_class_needs_no_spec_change() -> None:
+    flow_context("DemoContext")(DemoContext)
+    before = build_flow(parse_spec(GOOD, name="demo"))
+    assert before.context_class is DemoContext
+    # The class moves to another module (which registers it under the same name); the
+    # module that held it no longer does. The spec text is the same, byte for byte.
+    registry._contexts.clear()
+    relocated = flow_context("DemoContext")(moved(DemoContext, "tests.relocated.flows"))
+    after = build_flow(parse_spec(GOOD, name="demo"))
+    assert after.context_class is relocated
+    machine = after.machine_class(model=relocated())
+    machine.send("go")
+    assert machine.current_state_value == "busy"

@@ -1,10 +1,17 @@
-"""``mnemon-sm specs render|check``: generated diagrams and their drift check."""
+"""``mnemon-sm specs render|check``: generated diagrams and their drift check.
+
+Specs name their context classes by registered name (:mod:`mnemon_sm.engine.registry`); the
+registry is complete here because importing this module first imports the ``mnemon_sm``
+package, which imports every flow package. ``check`` also reports a registered context that
+no spec uses.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mnemon_sm.engine.lint import lint_flow
+from mnemon_sm.engine.lint import lint_flow, string_literals
+from mnemon_sm.engine.registry import qualified_name, registered
 from mnemon_sm.engine.render import render_markdown, render_svg
 from mnemon_sm.engine.spec import flow_names, load_flow, spec_dir
 from mnemon_sm.errors import SpecError
@@ -37,20 +44,38 @@ def render_specs(directory: Path | None = None) -> list[str]:
 
 
 def check_specs(directory: Path | None = None, tests: Path | None = None) -> list[str]:
-    """Problems: load or lint errors, and rendered diagrams that differ from the files."""
+    """Problems: load or lint errors, rendered diagrams that differ from the files, and
+    registered flow contexts no spec uses."""
     out = _dir(directory) / "diagrams"
     if tests is None and Path("property_tests").is_dir():
         tests = Path("property_tests")
+    literals = string_literals(tests) if tests is not None else None  # read once for all flows
     problems = []
+    used: set[str] = set()
+    loaded_all = True
     for name in flow_names():
         try:
             flow = load_flow(name)
         except SpecError as exc:
             problems.append(str(exc))
+            loaded_all = False
             continue
-        problems += lint_flow(flow, tests)
+        used.add(flow.spec.context)
+        problems += lint_flow(flow, literals)
         path = out / f"{name}.md"
         current = path.read_text(encoding="utf-8") if path.exists() else None
-        if current != render_markdown(flow):
+        try:
+            rendered = render_markdown(flow)
+        except SpecError as exc:  # a name the diagram cannot show
+            problems.append(str(exc))
+            continue
+        if current != rendered:
             problems.append(f"{path} is missing or stale: run `mnemon-sm specs render`")
+    # A spec that failed to load says nothing of the context it names: report that alone.
+    unused = sorted(set(registered()) - used) if loaded_all else []
+    problems += [
+        f"flow context {context!r} ({qualified_name(registered()[context])}) is registered "
+        "but no spec uses it"
+        for context in unused
+    ]
     return problems

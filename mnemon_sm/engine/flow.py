@@ -1,7 +1,8 @@
 """Running a flow: one machine instance per context object, events in, typed errors out.
 
-A context object (the class a spec names in ``context``) owns a flow's data and callbacks and
-creates its machine once with :func:`start`; the machine is reused for every operation (an
+A context object (an instance of the class registered under the name a spec gives in
+``context``, see :mod:`.registry`) owns a flow's data and callbacks and creates its machine
+once with :func:`start`; the machine is reused for every operation (an
 instance costs about as much as two events). :func:`send` is the only place events enter a
 machine, and the only place the engine's ``TransitionNotAllowed`` is translated into
 ``IllegalEvent``.

@@ -2,7 +2,9 @@
 
 - every callback a spec names is a method of its context class, named for its role: guards
   ``is_``/``has_``/``can_``, validators ``check_``, actions anything else;
-- every port call a state declares exists on the port protocols (``<port>.<method>``);
+- every port call a state declares exists on the port protocols (``<port>.<method>``, where
+  ``<port>`` is a field of the ``Ports`` bundle and its protocol is looked up in the explicit
+  table ``mnemon_sm.ports.PORT_PROTOCOLS``);
 - every invariant ID is checked by at least one property test (its ID appears in a file of
   the property-test directory as a string literal, as in ``invariant("INV-HOT-1")``).
 
@@ -16,16 +18,11 @@ import ast
 import inspect
 from pathlib import Path
 
-import attrs
-
-from mnemon_sm import ports as ports_module
+from mnemon_sm.engine.registry import qualified_name
 from mnemon_sm.engine.spec import LoadedFlow
-from mnemon_sm.ports import Ports
-from mnemon_sm.ports import embedder as embed_port
-from mnemon_sm.ports import workers as workers_port
-from mnemon_sm.ports.long_term import port as long_term_port
+from mnemon_sm.ports import PORT_PROTOCOLS
 
-__all__ = ["lint_flow", "port_methods"]
+__all__ = ["lint_flow", "port_methods", "string_literals"]
 
 _GUARD_PREFIXES = ("is_", "has_", "can_")
 _VALIDATOR_PREFIX = "check_"
@@ -33,26 +30,24 @@ _VALIDATOR_PREFIX = "check_"
 
 def port_methods() -> set[str]:
     """Every ``<port>.<method>`` the port protocols define."""
-    modules = (ports_module, long_term_port, embed_port, workers_port)
     found = set()
-    for field in attrs.fields(Ports):
-        name = str(field.type).removesuffix(" | None")
-        protocol = next(getattr(m, name) for m in modules if hasattr(m, name))
-        port = field.name
+    for port, protocol in PORT_PROTOCOLS.items():
         for method, _ in inspect.getmembers(protocol, inspect.isfunction):
             if not method.startswith("_"):
                 found.add(f"{port}.{method}")
     return found
 
 
-def lint_flow(flow: LoadedFlow, property_tests: Path | None = None) -> list[str]:
-    """Problems with ``flow``; ``property_tests`` enables the invariant-coverage check."""
+def lint_flow(flow: LoadedFlow, property_tests: Path | frozenset[str] | None = None) -> list[str]:
+    """Problems with ``flow``; ``property_tests`` (the directory, or its
+    :func:`string_literals` when several flows are linted) enables the invariant check."""
     spec, context = flow.spec, flow.context_class
     problems = []
     for name, roles in sorted(spec.callbacks().items()):
         member = getattr(context, name, None)
         if member is None or not callable(member):
-            problems.append(f"{spec.flow}: callback {name!r} is not a method of {spec.context}")
+            owner = f"{spec.context} ({qualified_name(context)})"
+            problems.append(f"{spec.flow}: callback {name!r} is not a method of {owner}")
         if len(roles) > 1:
             problems.append(f"{spec.flow}: {name!r} is used as {' and '.join(sorted(roles))}")
         role = next(iter(roles))
@@ -70,14 +65,16 @@ def lint_flow(flow: LoadedFlow, property_tests: Path | None = None) -> list[str]
             if call not in known:
                 problems.append(f"{spec.flow}: state {sid} declares unknown port call {call}")
     if property_tests is not None:
-        literals = _string_literals(property_tests)
+        literals = (
+            string_literals(property_tests) if isinstance(property_tests, Path) else property_tests
+        )
         for inv in spec.invariants:
             if inv not in literals:
                 problems.append(f"{spec.flow}: invariant {inv} is not checked by a property test")
     return problems
 
 
-def _string_literals(directory: Path) -> set[str]:
+def string_literals(directory: Path) -> frozenset[str]:
     """String constants in the Python files under ``directory`` (comments do not count)."""
     found: set[str] = set()
     for path in sorted(directory.rglob("*.py")):
@@ -87,4 +84,4 @@ def _string_literals(directory: Path) -> set[str]:
             for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str)
         )
-    return found
+    return frozenset(found)

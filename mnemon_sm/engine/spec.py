@@ -7,7 +7,7 @@ declarative vocabulary::
 
     flow: <name>                 # equals the file name
     summary: <paragraph>
-    context: <module>:<Class>    # where the callbacks named below live
+    context: <name>              # the registered class the callbacks named below live on
     resting: [<id>, ...]         # where the machine may be between two caller events
     states:  {<id>: {description: <line>, ports: [<port>.<method>, ...]}}
     events:  {<id>: <line> | {description: <line>, raised_by: <callback> | engine}}
@@ -17,9 +17,12 @@ declarative vocabulary::
                       transitions: [<eventless transition>]}}
 
 A transition has ``target`` and optional ``cond``, ``unless``, ``validators``, ``before``, ``on``,
-``after``; every callback is a bare method name of the context class (no expressions). The
-loader is strict: a YAML 1.1 trap key like ``on`` stays a string, duplicate keys and non-string
-keys are errors, and so is any unknown field. The class is built with
+``after``; every callback is a bare method name of the context class (no expressions).
+``context`` is the name that class registered under with
+:func:`mnemon_sm.engine.registry.flow_context`, not a module path; the engine never imports
+the flows, whose import fills the registry (see there). The loader is strict: a YAML 1.1 trap
+key like ``on`` stays a string, duplicate keys and non-string keys are errors, and so is any
+unknown field. The class is built with
 ``create_machine_class_from_definition`` with every structural check on and the strict engine
 flags: an event with no enabled transition raises (``IllegalEvent`` at our boundary) and an
 exception raised by a callback propagates.
@@ -35,7 +38,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib
 import re
 from importlib import resources
 from pathlib import Path
@@ -48,6 +50,7 @@ from statemachine.exceptions import InvalidDefinition
 from statemachine.io import create_machine_class_from_definition
 
 from mnemon_sm.convert import StructureFailed, converter, structure
+from mnemon_sm.engine.registry import CONTEXT_NAME, context_class
 from mnemon_sm.errors import SpecError
 
 __all__ = [
@@ -59,6 +62,7 @@ __all__ = [
     "LoadedFlow",
     "StateDoc",
     "TransitionDoc",
+    "build_flow",
     "flow_names",
     "load_flow",
     "spec_dir",
@@ -251,6 +255,11 @@ def parse_spec(text: str, *, name: str) -> FlowSpec:
     problems: list[str] = []
     if doc.flow != name:
         problems.append(f"flow is {doc.flow!r} but the file is {name}.yaml")
+    if not CONTEXT_NAME.match(doc.context):
+        problems.append(
+            f"context {doc.context!r} is not a registered name (an identifier such as "
+            "HotMutationFlow, not a module path)"
+        )
     state_defs = _check_statechart(doc.statechart, problems)
     transitions = _transitions(state_defs)
     _check_docs(doc, state_defs, transitions, problems)
@@ -410,17 +419,6 @@ def _check_resting(
             problems.append(f"event {ABORT} must be raised_by {ENGINE}")
 
 
-def _import(path: str) -> type[Any]:
-    module, _, name = path.partition(":")
-    try:
-        found = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise SpecError(f"context class {path!r} cannot be imported: {exc}") from None
-    if not isinstance(found, type):
-        raise SpecError(f"context {path!r} is not a class")
-    return found
-
-
 def build_machine_class(spec: FlowSpec) -> type[StateChart[Any]]:
     """Build the python-statemachine class of ``spec`` with the strict flags."""
     definition = copy.deepcopy(spec.state_defs)  # the factory consumes what it is given
@@ -437,11 +435,19 @@ def build_machine_class(spec: FlowSpec) -> type[StateChart[Any]]:
 
 @functools.cache
 def load_flow(name: str) -> LoadedFlow:
-    """Load, validate and build one flow (once per process)."""
+    """Load, validate and build one flow (once per process).
+
+    Its context class must be registered: it is for any caller that imported ``mnemon_sm``
+    (which imports every flow package); otherwise this is a ``SpecError`` saying so.
+    """
     path = spec_dir() / f"{name}.yaml"
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"cannot read the spec of flow {name!r}: {exc}") from None
-    spec = parse_spec(text, name=name)
-    return LoadedFlow(spec, build_machine_class(spec), _import(spec.context))
+    return build_flow(parse_spec(text, name=name))
+
+
+def build_flow(spec: FlowSpec) -> LoadedFlow:
+    """Build the machine class of ``spec`` and find its registered context class."""
+    return LoadedFlow(spec, build_machine_class(spec), context_class(spec.context, flow=spec.flow))

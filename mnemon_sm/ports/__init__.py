@@ -29,7 +29,7 @@ from mnemon_sm.ports.embedder import Embedder
 from mnemon_sm.ports.long_term.port import LongTermStore
 from mnemon_sm.ports.workers import Workers
 
-__all__ = ["TEMP_NAME", "Clock", "Files", "Locks", "Ports", "Stamp"]
+__all__ = ["PORT_PROTOCOLS", "TEMP_NAME", "Clock", "Files", "Locks", "Ports", "Stamp"]
 
 #: Every temporary file an adapter creates is named ``.<name>.<pid>.<epoch ms>.<hex>.tmp``
 #: (the reference's pattern), so an opener can recognise and remove what a crashed writer left.
@@ -156,3 +156,15 @@ class Ports:
     long_term: LongTermStore | None = None
     workers: Workers | None = None
     embedder: Embedder | None = None
+
+
+#: The protocol of every field of :class:`Ports`, by field name: what ``<port>.<method>`` in a
+#: spec's ``ports`` list refers to (the spec lint reads this table; it never reads annotations).
+PORT_PROTOCOLS: dict[str, type] = {
+    "files": Files,
+    "locks": Locks,
+    "clock": Clock,
+    "long_term": LongTermStore,
+    "workers": Workers,
+    "embedder": Embedder,
+}

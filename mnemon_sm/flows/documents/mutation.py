@@ -43,6 +43,7 @@ import attrs
 from mnemon_sm.config import Config
 from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.flow import Machine
+from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import (
     DocumentConflict,
     InvalidInput,
@@ -77,6 +78,7 @@ OPERATIONS = {"create", "update", "archive"}
 RACES_MAX = 64  # archives lost to other writers before one request gives up (DocumentConflict)
 
 
+@flow_context("DocumentFlow")
 class DocumentFlow(FlowContext):
     FLOW = "document_mutation"
 

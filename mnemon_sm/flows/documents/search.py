@@ -28,6 +28,7 @@ import attrs
 from mnemon_sm.config import Config
 from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.flow import Machine
+from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import InvalidInput, LockTimeout, MnemonError, StorageError
 from mnemon_sm.flows.documents import rules, store
 from mnemon_sm.flows.documents.model import DocumentRecord
@@ -41,6 +42,7 @@ SEARCH_LIMIT_DEFAULT = 20
 SEARCH_LIMIT_MAX = 50
 
 
+@flow_context("DocumentSearchFlow")
 class DocumentSearchFlow(FlowContext):
     FLOW = "document_search"
 

@@ -36,6 +36,7 @@ import attrs
 from mnemon_sm.config import Config
 from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.flow import Machine
+from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import (
     CapacityExceeded,
     InvalidInput,
@@ -83,6 +84,7 @@ ARCHIVE_GRANTS = (
 )
 
 
+@flow_context("MaintenanceFlow")
 class MaintenanceFlow(FlowContext):
     FLOW = "hot_memory_maintenance"
 

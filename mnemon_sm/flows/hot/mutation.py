@@ -31,6 +31,7 @@ from typing import Any
 
 from mnemon_sm.config import Config
 from mnemon_sm.engine.flow import Machine, send, start
+from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import CorruptStore, MnemonError, ReadOnly, StorageError
 from mnemon_sm.flows.hot.compaction import Compaction, plan_compaction
 from mnemon_sm.flows.hot.history import HistoryRound, HotHistory
@@ -58,6 +59,7 @@ __all__ = ["HotMutationFlow"]
 FLOW = "hot_memory_mutation"
 
 
+@flow_context("HotMutationFlow")
 class HotMutationFlow:
     """Drives one storage root's hot-memory machine. Not thread-safe: callers serialize."""
 

@@ -31,6 +31,7 @@ import attrs
 
 from mnemon_sm.config import Config
 from mnemon_sm.engine.flow import Machine, send, start
+from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.lifecycle import cues
 from mnemon_sm.flows.lifecycle.review import StagedDocumentChange, StagedHotChange
@@ -103,6 +104,7 @@ _cue_ids = itertools.count(1)
 _review_ids = itertools.count(1)
 
 
+@flow_context("LifecycleFlow")
 class LifecycleFlow:
     """One agent's lifecycle machine and data. Not thread-safe: the facade serializes."""
 

@@ -14,6 +14,7 @@ import attrs
 
 from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.flow import Machine
+from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import InvalidInput, MnemonError, WorkerFailed
 from mnemon_sm.flows.long_term.quality import apply_policy, low_cutoff
 from mnemon_sm.flows.long_term.results import AnswerResult, RecallResult
@@ -114,6 +115,7 @@ class _SearchingFlow(FlowContext):
         self._request, self._retrieved, self._found = {}, None, None
 
 
+@flow_context("DirectSearchFlow")
 class DirectSearchFlow(_SearchingFlow):
     FLOW = "direct_search"
 
@@ -121,6 +123,7 @@ class DirectSearchFlow(_SearchingFlow):
         self.settle(machine, "search_done", self._selected())
 
 
+@flow_context("AgentSearchFlow")
 class AgentSearchFlow(_SearchingFlow):
     FLOW = "agent_search"
 
@@ -163,6 +166,7 @@ class AgentSearchFlow(_SearchingFlow):
         self.settle(machine, "answered", AgentAnswer(self._found, result.answer, citations))
 
 
+@flow_context("RecallFlow")
 class RecallFlow(FlowContext):
     FLOW = "recall"
 

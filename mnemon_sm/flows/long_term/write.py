@@ -17,6 +17,7 @@ import attrs
 from mnemon_sm import inputs
 from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.flow import Machine
+from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import InvalidInput, MnemonError, ReadOnly, WorkerFailed
 from mnemon_sm.flows.long_term.results import WriteResult
 from mnemon_sm.flows.long_term.service import LongTermService
@@ -83,6 +84,7 @@ class _WritingFlow(FlowContext):
             self.service.check_write_target(None, pending=True)
 
 
+@flow_context("WriteFlow")
 class WriteFlow(_WritingFlow):
     FLOW = "long_term_write"
 
@@ -175,6 +177,7 @@ class WriteFlow(_WritingFlow):
         self._data, self._tools, self._receipt = {}, None, None
 
 
+@flow_context("MergeFlow")
 class MergeFlow(_WritingFlow):
     FLOW = "merge_spaces"
 
