@@ -28,6 +28,7 @@ from mnemon_sm.adapters.real import RealFiles
 from mnemon_sm.config import Config, Durability
 from mnemon_sm.flows.hot.invariants import check
 from mnemon_sm.flows.hot.model import SOURCE_PATH
+from mnemon_sm.root import MemoryRoot
 
 WRITER = Path(__file__).with_name("_writer.py")
 USER_LIMIT, MEMORY_LIMIT = 1024, 4096  # small, so capacity refusals happen
@@ -177,8 +178,20 @@ def read_lines(out: Path) -> list[dict[str, Any]]:
 
 
 def disk_entries(root: Path) -> list[Entry]:
-    data = json.loads((root / SOURCE_PATH).read_text(encoding="utf-8"))
+    """The entries of ``memories.json``; a root no commit ever reached has no source file."""
+    source = root / SOURCE_PATH
+    if not source.exists():  # e.g. a writer killed before its first commit
+        return []
+    data = json.loads(source.read_text(encoding="utf-8"))
     return [(e["target"], e["content"], e["importance"]) for e in data["entries"]]
+
+
+def test_disk_entries_of_a_root_no_commit_reached(tmp_path: Path) -> None:
+    """Regression: a writer killed before its first commit leaves no source file to read."""
+    root = tmp_path / "root"
+    MemoryRoot.open(root, Config()).close()
+    assert not (root / SOURCE_PATH).exists()
+    assert disk_entries(root) == []
 
 
 # -- the test -----------------------------------------------------------------------------------
