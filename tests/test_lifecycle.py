@@ -4,6 +4,7 @@ review outcomes, persistence, illegal events and the asyncio driver."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -11,6 +12,7 @@ import attrs
 import pytest
 
 from mnemon_sm import Config, CorruptStore, IllegalEvent, InvalidInput, MemoryRoot
+from mnemon_sm.engine.spec import TransitionDoc, load_flow
 from mnemon_sm.flows.lifecycle.api import AsyncDriver
 from mnemon_sm.flows.lifecycle.scoring import score_of
 from mnemon_sm.ports import Ports
@@ -58,6 +60,66 @@ def test_scoring_examples(
 ) -> None:
     s = score_of(chars, turns, results, unique)
     assert s.total == expected and s.eligible == (expected >= 5)
+
+
+def test_the_guards_of_an_event_out_of_a_state_exclude_each_other() -> None:
+    """Each edge states its whole condition: for every state and event of the spec, every
+    truth assignment of the guards involved enables exactly one transition, so the diagram
+    alone says which branch fires (document order never decides)."""
+    spec = load_flow("agent_lifecycle").spec
+    groups: dict[tuple[str, str], list[TransitionDoc]] = {}
+    for t in spec.transitions:
+        groups.setdefault((t.source, t.event), []).append(t)
+    for (source, event), edges in groups.items():
+        names = sorted({g for t in edges for g in (*t.cond, *t.unless)})
+        for values in itertools.product([False, True], repeat=len(names)):
+            truth = dict(zip(names, values, strict=True))
+            enabled = [
+                t.index
+                for t in edges
+                if all(truth[c] for c in t.cond) and not any(truth[u] for u in t.unless)
+            ]
+            assert len(enabled) == 1, (source, event, truth, enabled)
+
+
+def test_the_guards_are_pure() -> None:
+    """Every guard of the spec reads the flow's data and its arguments and decides: it
+    changes no data and calls no port, however often the engine asks it."""
+    import inspect
+
+    from mnemon_sm.flows.lifecycle.agent import ReviewOutcome
+    from mnemon_sm.flows.lifecycle.review import StagedChanges, StagedHotChange
+
+    lc, _, ports = agent()
+    eligible_turn(lc, 1)
+    lc.turn_ended(1)
+    lc.agent_busy()
+    flow = lc._flow
+    two = StagedChanges(
+        hot=(StagedHotChange("add", "user", "A"), StagedHotChange("add", "user", "B"))
+    )
+    arguments = {
+        "now": ports.clock.now_ms() + IDLE_MS,
+        "turn": 2,
+        "step": 1,
+        "messages": [user("m2", "z" * 300)],
+        "tool_events": tools(2, ["a", "b", "c", "d", "e"], 9),
+        "run_id": "rev-1",
+        "outcome": ReviewOutcome(True, "stored", "two", two),
+    }
+    guards = [
+        n for n, roles in load_flow("agent_lifecycle").spec.callbacks().items() if "guard" in roles
+    ]
+    assert len(guards) == 10
+    log = ports.files.log  # type: ignore[attr-defined]
+    before, calls = flow.snapshot(), len(log.calls)
+    for name in guards:
+        method = getattr(flow, name)
+        wanted = inspect.signature(method).parameters
+        for _ in range(2):
+            method(**{k: v for k, v in arguments.items() if k in wanted})
+        assert len(log.calls) == calls, f"{name} called a port"
+    assert flow.snapshot() == before and flow.activity.keys() == {1}
 
 
 def test_the_reference_worked_example_through_the_hooks() -> None:

@@ -9,6 +9,7 @@ returning a megabyte summary, a power loss (every persisted event is fsynced as 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -20,7 +21,8 @@ from typing import Any
 import attrs
 import pytest
 
-from mnemon_sm import Config, MemoryRoot
+from mnemon_sm import Config, IllegalEvent, MemoryRoot, MnemonError
+from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.flows.lifecycle import state as persisted
 from mnemon_sm.flows.lifecycle.scoring import ACTIVITY_KEPT, MESSAGE_IDS_KEPT
 from mnemon_sm.testing.longterm import ScriptedWorkers
@@ -37,6 +39,150 @@ def open_agent(ports: Any, **config: Any) -> Any:
     settings = {"durability": "off", "idle_review_ms": IDLE_MS, **config}
     root = MemoryRoot.open("/r", Config(**settings), ports=ports)
     return root.lifecycle("main")
+
+
+# -- what is written, and where -------------------------------------------------------------
+
+
+def state_writes(log: Any) -> int:
+    """Lines written to the agent's state file so far (appended, or a replacement)."""
+    return sum(
+        1
+        for c in log.calls
+        if (c.method == "append" and c.args[0] == STATE)
+        or (c.method == "rename" and c.args[1] == STATE)
+    )
+
+
+def test_a_step_writes_the_state_once_when_it_changes_persisted_data_and_never_otherwise() -> None:
+    """The spec's persist actions: entering a resting state writes the state once (a new
+    agent's first state included); an internal transition writes only when its actions
+    changed data; a step that changes nothing, or an illegal event, writes nothing."""
+    ports, log = memory_ports()
+    now = ports.clock.now_ms()
+
+    def writes(expected: int, *events: Any) -> None:
+        before = state_writes(log)
+        for event in events:
+            event()
+        assert state_writes(log) - before == expected
+
+    holder: list[Any] = []
+    writes(1, lambda: holder.append(open_agent(ports)))  # a new agent enters idle
+    agent = holder[0]
+    writes(0, lambda: open_agent(ports))  # a restored one does not
+    first = [user("m1", "y" * 200)]
+    writes(1, lambda: agent.pre_step(1, 1, first))  # prime, cue, activity
+    writes(0, lambda: agent.pre_step(1, 2, first))  # counted already, no cue
+    writes(0, agent.agent_idle)  # idle already
+    writes(1, agent.agent_busy)
+    writes(0, agent.agent_busy)
+    writes(1, lambda: agent.turn_ended(1))
+    writes(0, lambda: agent.turn_ended(1))
+    writes(0, lambda: agent.tick(now + 10 * IDLE_MS))  # nothing armed
+    writes(1, lambda: agent.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5)))
+    assert agent.state == "armed"
+    writes(0, lambda: agent.tick(now + IDLE_MS - 1))  # not due yet
+    writes(1, lambda: agent.tick(now + IDLE_MS))  # due while busy
+    assert agent.state == "deferred"
+    writes(0, agent.agent_busy)
+    writes(1, agent.agent_idle)  # armed again, due now
+    writes(2, agent.tick, lambda: agent.join(10))  # reviewing, then idle once it ended
+    assert agent.state == "idle" and agent.status()["lastReview"]["action"] == "skipped"
+    writes(1, agent.dispose)
+
+    def illegal() -> None:
+        with pytest.raises(IllegalEvent):
+            agent.turn_ended(2)
+
+    writes(0, illegal)
+    assert state_writes(log) == 10
+
+
+def test_a_state_lost_under_an_open_agent_is_read_as_new_and_written_by_the_next_persist() -> None:
+    """Another process emptied the file (or a power loss tore its only line): the open agent
+    adopts a new agent's state; a read, which holds no lock, writes nothing; the next step
+    that persists writes the whole state."""
+    ports, log = memory_ports()
+    agent = open_agent(ports)
+    agent.pre_step(1, 1, [user("m1", "hello")])
+    ports.files.put(STATE, b"")  # type: ignore[attr-defined]
+    before = state_writes(log)
+    assert agent.status()["counters"]["recallCues"] == 0 and agent.state == "idle"
+    assert state_writes(log) == before and ports.files.read(STATE) == b""
+    agent.tick()  # a step that persists nothing
+    assert state_writes(log) == before
+    agent.agent_idle()  # changes nothing itself, but persists what is unsaved
+    assert state_writes(log) == before + 1
+    restored = open_agent(ports).status()
+    assert restored == agent.status() and restored["primePending"]
+
+
+def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
+    """Every port call the lifecycle makes is declared by the state the agent is in when it
+    happens, resting states included (the lock and re-read of every event, the persist
+    actions' writes); calls before an agent's machine exists count as its initial state."""
+    ports, log = memory_ports()
+    ports = attrs.evolve(ports, workers=ScriptedWorkers({"review": stage_and_skip}, log))
+    root = MemoryRoot.open("/r", Config(durability="full", idle_review_ms=IDLE_MS), ports=ports)
+    spec = load_flow("agent_lifecycle").spec
+
+    def probe() -> str:
+        agent = root._lifecycles.get("main")
+        return spec.initial if agent is None else str(agent._flow.state)
+
+    ports.files.ensure_dir(persisted.STATE_DIR)
+    ports.files.write_temp(STATE, b"left by a crashed replacement")
+    log.probe = probe
+    agent = root.lifecycle("main")
+    agent.pre_step(1, 1, [user("m1", "y" * 200)])
+    agent.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))
+    agent.agent_busy()
+    agent.turn_ended(1)
+    agent.tick(ports.clock.now_ms() + IDLE_MS)
+    agent.status()
+    agent.turn_ended(1)
+    agent.agent_idle()
+    agent.tick()
+    agent.turn_ended(2)
+    assert agent.join(10) and agent.status()["lastReview"]["action"] == "skipped"
+    agent.pre_step(3, 1, [user("m3", "remember that the port is 8443 " + "p" * 200)])
+    agent.turn_stopping(3, tools(3, ["a", "b", "c", "d"], 5))
+    agent.turn_ended(3)
+    agent.tick(ports.clock.now_ms() + IDLE_MS)  # this one stores what it staged
+    assert agent.join(10) and agent.status()["lastReview"]["action"] == "stored"
+    agent.dispose()
+    agent.status()
+    with pytest.raises(IllegalEvent):
+        agent.tick()
+    observed: dict[str, set[str]] = {}
+    for call in log.calls:
+        if call.state is not None:
+            observed.setdefault(call.state, set()).add(call.name)
+    assert set(observed) == {*spec.resting, "applying"}
+    for state, calls in observed.items():
+        declared = set(spec.states[state].ports)
+        assert calls <= declared, f"{state} made undeclared calls {calls - declared}"
+    for state in spec.resting:  # every event's lock and re-read, and the persist actions
+        wanted = {"locks.acquire", "files.read", "files.append", "files.fsync", "locks.release"}
+        assert wanted <= observed[state], (state, observed[state])
+    assert {"files.list", "files.remove"} <= observed["idle"]  # opening: a stale temp
+    assert "workers.run" in observed["reviewing"]
+
+
+def stage_and_skip(request: Any, tools_: Any) -> object:
+    """A review that previews a change it cannot make and skips; or, when a user asked to
+    remember something, stages it and says so."""
+    texts = [t for turn in request.data["turns"] for t in turn["userTexts"]]
+    if any(t.startswith("remember") for t in texts):
+        add = {"action": "add", "target": "memory", "content": "The port is 8443"}
+        tools_.call("mnemon_runtime_memory", add)
+        return {"summary": "saved", "action": "stored", "documentIds": []}
+    with contextlib.suppress(MnemonError):
+        tools_.call(
+            "mnemon_runtime_memory", {"action": "remove", "target": "user", "oldText": "x"}
+        )
+    return {"summary": "nothing new", "action": "skipped", "documentIds": []}
 
 
 # -- several writers -----------------------------------------------------------------------
@@ -303,7 +449,7 @@ def test_a_huge_review_summary_is_cut() -> None:
     agent.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))
     agent.turn_ended(1)
     agent.tick(ports.clock.now_ms() + IDLE_MS)
-    assert agent.join(10)
+    assert agent.join(60)  # redacting 5 MB takes seconds on a loaded machine
     summary = agent.status()["lastReview"]["summary"]
     assert len(summary) <= persisted.SUMMARY_CHARS
     data = ports.files.read(STATE)

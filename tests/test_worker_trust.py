@@ -414,6 +414,106 @@ def test_an_agreeing_review_applies_its_hot_change_and_document() -> None:
     assert [e.content for e in root.hot.snapshot().entries] == ["CI runs on Fridays"]
 
 
+def test_a_second_change_of_a_kind_is_refused_with_a_typed_error_and_the_first_applied() -> None:
+    """The tool box refuses a second hot-memory change and a second document change with
+    ``ToolRefused``; a worker that swallows the refusals and reports the first changes has
+    them applied (INV-LIF-3)."""
+    seen: list[tuple[str, str]] = []
+
+    def greedy(request: WorkerRequest, tools: ToolBox) -> object:
+        documents = []
+        for i in range(2):
+            try:
+                tools.call(
+                    "mnemon_runtime_memory",
+                    {"action": "add", "target": "memory", "content": f"Fact {i}"},
+                )
+            except MnemonError as exc:
+                seen.append((type(exc).__name__, exc.message))
+            try:
+                staged = tools.call(
+                    "mnemon_document_manage",
+                    {"action": "create", "title": f"Doc {i}", "content": "body"},
+                )
+                documents.append(staged["id"])
+            except MnemonError as exc:
+                seen.append((type(exc).__name__, exc.message))
+        return {"summary": "saved", "action": "stored", "documentIds": documents}
+
+    root, ports = open_root(Mixed(review=greedy))
+    lc = root.lifecycle("main")
+    three_turns(lc)
+    lc.tick(ports.clock.now_ms() + CONFIG.idle_review_ms)
+    assert lc.join(10)
+    assert seen == [
+        ("ToolRefused", "a review may make only one hot-memory change"),
+        ("ToolRefused", "a review may create or update only one document"),
+    ]
+    assert lc.status()["lastReview"]["action"] == "stored"
+    assert [e.content for e in root.hot.snapshot().entries] == ["Fact 0"]
+    assert [r.title for r in root.documents.records()] == ["Doc 0"]
+
+
+def test_the_host_refuses_an_outcome_over_the_change_limit_whatever_the_box_let_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The limit is the host's rule on the outcome's typed staged changes, not only the tool
+    box's refusal: with the box's check broken, a run that stages two hot-memory changes and
+    a receipt that agrees fails, writes nothing and keeps the activity (INV-LIF-3)."""
+    from mnemon_sm.flows.lifecycle.review import StagedChanges
+
+    monkeypatch.setattr(StagedChanges, "allows", lambda self, kind: True)
+
+    def two(request: WorkerRequest, tools: ToolBox) -> object:
+        for content in ("First fact", "Second fact"):
+            tools.call(
+                "mnemon_runtime_memory", {"action": "add", "target": "user", "content": content}
+            )
+        return {"summary": "saved two", "action": "stored", "documentIds": []}
+
+    root, ports = open_root(Mixed(review=two))
+    lc = root.lifecycle("main")
+    three_turns(lc)
+    lc.tick(ports.clock.now_ms() + CONFIG.idle_review_ms)
+    assert lc.join(10)
+    last = lc.status()["lastReview"]
+    assert last["action"] == "failed"
+    assert last["summary"] == (
+        "receipt refused: the review staged 2 hot-memory changes; at most 1 of each is allowed"
+    )
+    assert root.hot.snapshot().entries == () and lc.score.turns == 3
+    assert lc.status()["counters"]["failures"] == 1
+
+
+def test_a_staged_write_refused_when_applied_fails_the_review() -> None:
+    """A staged replace whose entry the host removed while the review ran is refused when
+    applied: the review fails, nothing is written, the activity is kept."""
+    staged, go = threading.Event(), threading.Event()
+
+    def replacing(request: WorkerRequest, tools: ToolBox) -> object:
+        tools.call(
+            "mnemon_runtime_memory",
+            {"action": "replace", "target": "user", "oldText": "tea", "content": "User: coffee"},
+        )
+        staged.set()
+        go.wait(30)
+        return {"summary": "updated", "action": "replaced", "documentIds": []}
+
+    root, ports = open_root(Mixed(review=replacing))
+    root.hot.add("user", "User drinks tea")
+    lc = root.lifecycle("main")
+    three_turns(lc)
+    lc.tick(ports.clock.now_ms() + CONFIG.idle_review_ms)
+    assert staged.wait(10)
+    root.hot.remove("user", "tea")  # the host changes hot memory meanwhile
+    go.set()
+    assert lc.join(10) and lc.state == "idle"
+    last = lc.status()["lastReview"]
+    assert last["action"] == "failed"
+    assert last["summary"].startswith("a staged write was refused when applied: ")
+    assert root.hot.snapshot().entries == () and lc.score.turns == 3
+
+
 # -- timeouts and async workers ----------------------------------------------------------------
 
 

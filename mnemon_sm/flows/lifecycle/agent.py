@@ -4,8 +4,18 @@ Theory of operation
 -------------------
 The spec decides which callbacks run for each event in each state; this class holds the
 agent's data and implements them. Deadlines are data (``deadline_ms``) and ``tick(now)`` fires
-them, so the flow never sleeps and tests drive time by hand. Every callback that changes data
-sets :attr:`LifecycleFlow.dirty`; the facade persists the state after such an event.
+them, so the flow never sleeps and tests drive time by hand. Guards are pure: they read the
+data and the event's arguments and decide; the guards of one event's transitions out of a
+state exclude each other, so the spec states the whole condition of each edge.
+
+Persistence is an action of the spec. Entering a resting state changes the persisted record
+(its state, and what the transition's actions did), so each resting state's entry actions end
+with ``persist``, which writes the state through the saver the facade supplies (the only
+place the state file is written); a new agent's machine enters its initial state, which writes
+its first state. An internal transition whose actions may change data ends with
+``persist_if_changed``: each action that changed something sets :attr:`LifecycleFlow.unsaved`,
+and the state is written only then. Transitions that change nothing persist nothing. A write
+that failed leaves ``unsaved`` set, so the next step that persists writes it.
 
 Threading model: the ``tick`` that fires the deadline only *starts* the review
 (``start_review``, through the facade's starter, which runs the worker on a thread of its own
@@ -15,10 +25,13 @@ start, a stopping turn or dispose aborts the review (``abort_review``: its run i
 its tool box closed, nothing it staged is written, the activity and the last review are left
 as they were); a ``tick`` past the run's timeout times it out (``time_out_review``, a
 failure). When the worker returns, the facade checks its receipt against its staged writes on
-the run's thread and sends ``review_finished`` with the outcome; only the current run's
-outcome is taken (``is_current_review``), then ``apply_review`` applies the staged writes
-through the applier the facade supplies and reports ``review_completed`` (any agreeing
-receipt but ``failed``) or ``review_failed``.
+the run's thread and sends ``review_finished`` with the outcome. The spec's guards decide what
+becomes of it: a run that is no longer current is ignored (``is_current_review``); an outcome
+that staged more than one change of a kind is refused (``is_within_change_limit``, on the
+typed :class:`~mnemon_sm.flows.lifecycle.review.StagedChanges`) and one whose receipt disagrees
+fails (``is_receipt_agreed``), both writing nothing; otherwise ``apply_review`` applies the
+staged writes through the applier the facade supplies and reports ``review_completed`` or, when
+a staged write was refused as it was applied, ``review_failed``.
 """
 
 from __future__ import annotations
@@ -34,7 +47,7 @@ from mnemon_sm.engine.flow import Machine, send, start
 from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.lifecycle import cues
-from mnemon_sm.flows.lifecycle.review import StagedDocumentChange, StagedHotChange
+from mnemon_sm.flows.lifecycle.review import StagedChanges
 from mnemon_sm.flows.lifecycle.scoring import (
     Earlier,
     Score,
@@ -64,13 +77,13 @@ __all__ = ["ActiveReview", "Applied", "LifecycleFlow", "ReviewOutcome"]
 class ReviewOutcome:
     """A finished review as the facade checked it: ``agreed`` when the receipt is valid and
     agrees with the staged writes (``action`` and ``summary`` are then the receipt's; the
-    writes are still to be applied), else ``summary`` says why it failed."""
+    writes are still to be applied), else ``summary`` says why it failed. ``changes`` is
+    what the run staged (the change limit is the host's guard on it)."""
 
     agreed: bool
     action: str
     summary: str
-    hot: StagedHotChange | None = None
-    document: StagedDocumentChange | None = None
+    changes: StagedChanges
 
 
 @attrs.frozen
@@ -100,6 +113,7 @@ class ActiveReview:
 
 StartReview = Callable[[str, Sequence[TurnActivity], Score], ReviewRun]
 ApplyReview = Callable[[ReviewOutcome], Applied]
+SaveState = Callable[[AgentState], None]
 _cue_ids = itertools.count(1)
 _review_ids = itertools.count(1)
 
@@ -115,15 +129,20 @@ class LifecycleFlow:
         clock: Clock,
         starter: StartReview,
         applier: ApplyReview,
+        saver: SaveState,
         restored: AgentState | None = None,
         owner: str = "",
+        unsaved: bool = False,
     ) -> None:
+        """``restored``: the persisted state to resume in (None: a new agent, whose machine
+        enters the initial state and so writes its first state). ``unsaved``: the restored
+        data is not what the file holds (the next step that persists writes it)."""
         self.agent_id, self.config, self.clock = agent_id, config, clock
         self.owner = owner
-        self.starter, self.applier = starter, applier
+        self.starter, self.applier, self.saver = starter, applier, saver
         self.review: ActiveReview | None = None
         r = restored or fresh(agent_id)
-        self.state: str | None = r.state
+        self.state: str | None = None if restored is None else r.state
         self.prime_pending, self.start_source, self.busy = r.prime_pending, r.start_source, r.busy
         self.ended: list[int] = list(r.ended_turns)
         self.deadline_ms, self.armed_turn = r.deadline_ms, r.armed_turn
@@ -132,7 +151,7 @@ class LifecycleFlow:
         self.lease: ReviewLease | None = r.review_lease
         self.last_review, self.counters = r.last_review, r.counters
         self.output: list[Any] = []
-        self.dirty = restored is None
+        self.unsaved = unsaved
         self._machine: Machine = start(FLOW, self)
 
     # -- driving ---------------------------------------------------------------------------
@@ -195,6 +214,19 @@ class LifecycleFlow:
             review_lease=self._lease_kept(),
         )
 
+    # -- persistence (actions) -------------------------------------------------------------
+
+    def persist(self) -> None:
+        """Write the state: entering a resting state changed the persisted record."""
+        self.unsaved = True
+        self.persist_if_changed()
+
+    def persist_if_changed(self) -> None:
+        """Write the state if an action of this step changed it (or an earlier write failed)."""
+        if self.unsaved:
+            self.saver(self.snapshot())
+            self.unsaved = False
+
     # -- switches --------------------------------------------------------------------------
 
     def _recording(self) -> bool:
@@ -213,11 +245,11 @@ class LifecycleFlow:
         self.activity.clear()
         self.earlier = None
         self.prime_pending, self.start_source = True, str(source)
-        self.dirty = True
+        self.unsaved = True
 
     def clear_deadline(self) -> None:
         if self.deadline_ms is not None:
-            self.deadline_ms, self.armed_turn, self.dirty = None, None, True
+            self.deadline_ms, self.armed_turn, self.unsaved = None, None, True
 
     def handle_pre_step(self, turn: int, step: int, messages: Sequence[Mapping[str, Any]]) -> None:
         self.output = list(messages)
@@ -228,14 +260,14 @@ class LifecycleFlow:
             current = self.activity.get(turn) or TurnActivity(turn)
             updated = record_messages(current, messages)
             if turn not in self.activity or updated != current:
-                self.activity[turn], self.dirty = updated, True
+                self.activity[turn], self.unsaved = updated, True
                 self.earlier = fold(self.activity, self.earlier)
         if step != 1 or not messages or any(cues.is_own_message(m) for m in messages):
             return
         if self.prime_pending:
             self.prime_pending = False
             self._count(primes=1)
-            self.dirty = True
+            self.unsaved = True
         recall = c.recall_mode == "guided"
         write = c.writeback_mode == "guided" and c.write_enabled
         text = cues.cue_text(recall, write)
@@ -243,7 +275,7 @@ class LifecycleFlow:
             return
         self._count(recall_cues=int(recall), writeback_cues=int(write))
         self.output.append(cues.cue_message(text, f"mnemon-cue-{turn}-{next(_cue_ids)}"))
-        self.dirty = True
+        self.unsaved = True
 
     def record_stop(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> None:
         """Set the turn's tools; arm the deadline when the activity is eligible, else cancel
@@ -251,7 +283,7 @@ class LifecycleFlow:
         if not self._folded(turn):
             self.activity[turn] = self._stopped(turn, tool_events)
             self.earlier = fold(self.activity, self.earlier)
-        self.deadline_ms, self.armed_turn, self.dirty = None, None, True
+        self.deadline_ms, self.armed_turn, self.unsaved = None, None, True
         if self.score.eligible:
             self.deadline_ms = self.clock.now_ms() + self.config.idle_review_ms
             self.armed_turn = turn
@@ -266,18 +298,18 @@ class LifecycleFlow:
     def record_turn_end(self, turn: int) -> None:
         if turn not in self.ended:
             self.ended = [*self.ended, turn][-ENDED_KEPT:]
-            self.dirty = True
+            self.unsaved = True
 
     def record_idle(self) -> None:
         if self.busy:
-            self.busy, self.dirty = False, True
+            self.busy, self.unsaved = False, True
 
     def record_busy(self) -> None:
         if not self.busy:
-            self.busy, self.dirty = True, True
+            self.busy, self.unsaved = True, True
 
     def rearm_now(self) -> None:
-        self.deadline_ms, self.dirty = self.clock.now_ms(), True
+        self.deadline_ms, self.unsaved = self.clock.now_ms(), True
 
     def start_review(self, now: int) -> None:
         triggered = self.score
@@ -293,7 +325,7 @@ class LifecycleFlow:
         if self.review is not None:
             self.review.run.cancel("the host aborted the review (a new turn or a busy agent)")
             self.review = None
-        self.deadline_ms, self.armed_turn, self.dirty = None, None, True
+        self.deadline_ms, self.armed_turn, self.unsaved = None, None, True
 
     def time_out_review(self, now: int) -> None:
         review = self.review
@@ -302,13 +334,24 @@ class LifecycleFlow:
         review.run.cancel(f"timed out after {timeout} ms")
         self._finish(review, "failed", f"review worker timed out after {timeout} ms")
 
-    def apply_review(self, machine: Machine, outcome: ReviewOutcome) -> None:
+    def fail_review(self, outcome: ReviewOutcome) -> None:
+        """The receipt was invalid or disagreed with the staged writes (or the worker failed):
+        nothing is written; a failure is recorded with the outcome's (redacted) reason."""
         review = self.review
         assert review is not None
-        if not outcome.agreed:
-            self._finish(review, "failed", outcome.summary)
-            machine.raise_("review_failed")
-            return
+        self._finish(review, "failed", outcome.summary)
+
+    def refuse_over_limit(self, outcome: ReviewOutcome) -> None:
+        """The run staged more than the limit allows: nothing is written, whatever its receipt
+        says; a failure is recorded."""
+        review = self.review
+        assert review is not None
+        self._finish(review, "failed", f"receipt refused: {outcome.changes.refusal()}")
+
+    def apply_review(self, machine: Machine, outcome: ReviewOutcome) -> None:
+        """Apply an agreeing outcome within the limit (the guards saw to both)."""
+        review = self.review
+        assert review is not None
         try:
             applied = self.applier(outcome)
         except MnemonError as exc:
@@ -328,7 +371,7 @@ class LifecycleFlow:
         """Record the end of ``review``: completed (clears the activity) unless ``failed``.
         ``summary`` is redacted already (worker text never reaches here raw)."""
         self.review = None
-        self.deadline_ms, self.armed_turn, self.dirty = None, None, True
+        self.deadline_ms, self.armed_turn, self.unsaved = None, None, True
         self.last_review = LastReview(
             iso_ms(self.clock.now_ms()),
             action,
@@ -373,9 +416,19 @@ class LifecycleFlow:
     def is_current_review(self, run_id: str) -> bool:
         return self.review is not None and self.review.id == run_id
 
+    def is_within_change_limit(self, outcome: ReviewOutcome) -> bool:
+        """The run staged at most one change of each kind (the host's own check of the limit
+        its tool box enforces)."""
+        return outcome.changes.within_limit
+
+    def is_receipt_agreed(self, outcome: ReviewOutcome) -> bool:
+        """The receipt was valid and agrees with the staged writes."""
+        return outcome.agreed
+
     def is_review_overdue(self, now: int) -> bool:
         return self.review is not None and now >= self.review.deadline_ms
 
-    def can_review(self) -> bool:
+    def has_reviewable_activity(self) -> bool:
+        """The armed turn has ended and the activity is still eligible."""
         turn = self.armed_turn if self.armed_turn is not None else max(self.activity, default=-1)
-        return not self.busy and turn in self.ended and self.score.eligible
+        return turn in self.ended and self.score.eligible

@@ -3,8 +3,9 @@
 A host calls the hook methods as things happen (``session_start``, ``pre_step`` on every step,
 ``turn_stopping``, ``turn_ended``, ``agent_idle`` / ``agent_busy``, ``dispose``) and
 ``tick(now)`` whenever time may have passed (or lets :class:`AsyncDriver` do it on an asyncio
-loop). After every event that changed something, the agent's state is persisted, so a
-restarted host resumes with the same score and a review still due.
+loop). Every step that changes the agent's persisted data writes its state (the spec's
+``persist`` actions, through :meth:`AgentLifecycle._save`), so a restarted host resumes with
+the same score and a review still due.
 
 Several processes may drive one agent: every event runs under the agent's cross-process lock
 (``state/lifecycle/.<agent id>.lock``), re-reads the state file first and adopts what another
@@ -86,8 +87,8 @@ class AgentLifecycle:
             if self._writes:
                 persisted.remove_stale_temps(files, self.agent_id)
             self._known = persisted.read(files, self.agent_id)
+            # A new agent's machine enters its initial state, which writes its first state.
             self._flow = self._new_flow(persisted.parse(self._known, self.agent_id))
-            self._persist()
 
     # -- host events -----------------------------------------------------------------------
 
@@ -201,15 +202,19 @@ class AgentLifecycle:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _new_flow(self, restored: persisted.AgentState | None) -> LifecycleFlow:
+    def _new_flow(
+        self, restored: persisted.AgentState | None, *, unsaved: bool = False
+    ) -> LifecycleFlow:
         return LifecycleFlow(
             self.agent_id,
             self._config,
             self._clock,
             self._start_review,
             self._apply,
+            self._save,
             restored,
             owner=self._owner,
+            unsaved=unsaved,
         )
 
     @contextlib.contextmanager
@@ -236,7 +241,10 @@ class AgentLifecycle:
         review = self._flow.review
         if review is not None:
             review.run.cancel("another process changed the agent's state")
-        self._flow, self._known = self._new_flow(restored), stored
+        # A file that lost its state is read as a new agent's, written by the next step that
+        # persists (a read may refresh without the agent's lock, so not here).
+        fresh = restored or persisted.fresh(self.agent_id)
+        self._flow, self._known = self._new_flow(fresh, unsaved=restored is None), stored
         self._settled.notify_all()
 
     def _view(self) -> LifecycleFlow:
@@ -253,32 +261,28 @@ class AgentLifecycle:
         self._notify()
 
     def _dispatch(self, event: str, **kwargs: Any) -> None:
-        """Send ``event`` and persist what changed (under the mutex and the agent's lock,
-        refreshed)."""
-        before = self._flow.state
+        """Send ``event`` (under the mutex and the agent's lock, refreshed); the spec's
+        ``persist`` actions write what it changed."""
         try:
             self._flow.send(event, **kwargs)
         finally:
-            if self._flow.state != before:  # a move with no action still matters
-                self._flow.dirty = True
-            self._persist()
             self._settled.notify_all()
 
     def _notify(self) -> None:
         for listener in self._listeners:
             listener()
 
-    def _persist(self) -> None:
-        flow = self._flow
-        if not flow.dirty:
+    def _save(self, state: persisted.AgentState) -> None:
+        """The flow's saver (its ``persist`` actions call it, under the mutex and the agent's
+        lock): append ``state`` to the file, or replace the file with it (nothing when writes
+        are off)."""
+        if not self._writes:
             return
-        if self._writes:
-            line = persisted.encode(flow.snapshot())
-            size = persisted.save(
-                self._files, line, self.agent_id, self._known.size, self._config.durability
-            )
-            self._known = persisted.Stored(line, size)
-        flow.dirty = False
+        line = persisted.encode(state)
+        size = persisted.save(
+            self._files, line, self.agent_id, self._known.size, self._config.durability
+        )
+        self._known = persisted.Stored(line, size)
 
     def _start_review(
         self, run_id: str, activity: Sequence[TurnActivity], score: Score
@@ -310,7 +314,7 @@ class AgentLifecycle:
     def _apply(self, outcome: ReviewOutcome) -> Applied:
         """Apply an agreeing review's staged writes through the normal paths: hot memory
         first, then the document. Raises the first refusal when nothing was applied."""
-        hot, document = outcome.hot, outcome.document
+        hot, document = outcome.changes.hot_change, outcome.changes.document_change
         if hot is not None:
             if hot.action == "add":
                 self._hot.add(hot.target, hot.content or "", hot.importance, maintenance=False)
@@ -346,25 +350,25 @@ class AgentLifecycle:
 
 def _outcome(run: WorkerRun, tools: ReviewTools) -> ReviewOutcome:
     """Check a finished review on its own thread: the worker's failure, its receipt's shape,
-    and whether the receipt agrees with what it staged."""
+    and whether the receipt agrees with what it staged (the run is over: ``tools.changes``
+    is final). The change limit is the machine's guard on the outcome."""
+    changes = tools.changes
     try:
         raw = run.outcome()
     except WorkerFailed as exc:
-        return ReviewOutcome(False, "failed", exc.message)
+        return ReviewOutcome(False, "failed", exc.message, changes)
     except BaseException as exc:  # on the worker's thread: the host is not there to take it
-        return ReviewOutcome(False, "failed", f"review worker raised {type(exc).__name__}")
+        why = f"review worker raised {type(exc).__name__}"
+        return ReviewOutcome(False, "failed", why, changes)
     try:
         result = structure(raw, ReviewResult)
     except StructureFailed as exc:
-        return ReviewOutcome(
-            False, "failed", "invalid receipt: " + redact("; ".join(exc.problems))
-        )
-    hot, document = tools.hot_change, tools.document_change
-    problem = check_receipt(result, hot, document)
+        why = "invalid receipt: " + redact("; ".join(exc.problems))
+        return ReviewOutcome(False, "failed", why, changes)
+    problem = check_receipt(result, changes)
     if problem is not None:
-        return ReviewOutcome(False, "failed", redact(f"receipt refused: {problem}"))
-    summary = redact(result.summary)
-    return ReviewOutcome(True, result.action, summary, hot, document)
+        return ReviewOutcome(False, "failed", redact(f"receipt refused: {problem}"), changes)
+    return ReviewOutcome(True, result.action, redact(result.summary), changes)
 
 
 class AsyncDriver:

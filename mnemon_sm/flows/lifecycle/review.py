@@ -5,13 +5,20 @@
 (counting no access), one hot-memory change and one document create or update. The changes are
 *staged*: each is checked now exactly as the host will apply it (``HotMemory.preview``,
 ``Documents.preview``; a refusal goes back to the worker as the typed error) and recorded, not
-written. The limits are the host's, not the persona's: once a change of a kind is staged, a
-second one is refused with ``ToolRefused`` (an add equal to an existing entry stages nothing
-and does not count). Hot-memory changes never trigger maintenance and document writes never
-archive another document.
+written. Hot-memory changes never trigger maintenance and document writes never archive another
+document.
+
+The limits are the host's, not the persona's, and one typed value carries them:
+:class:`StagedChanges` holds what a run staged, kind by kind (:data:`CHANGE_LIMIT` of each
+:data:`ChangeKind`). The box asks it before staging (:meth:`StagedChanges.allows`): once a change
+of a kind is staged, a second one is refused with ``ToolRefused`` (an add equal to an existing
+entry stages nothing and does not count). The host asks it again when the run's outcome arrives
+(:attr:`StagedChanges.within_limit`, a guard of the ``review_finished`` transitions in
+``specs/agent_lifecycle.yaml``): an outcome over the limit is refused whatever its receipt says,
+so the limit holds even if a box let a second change through.
 
 When the worker returns, :func:`check_receipt` compares its receipt with what it staged; the
-facade applies the staged writes only when they agree (see :mod:`mnemon_sm.flows.lifecycle.agent`).
+host applies the staged writes only when they agree (see :mod:`mnemon_sm.flows.lifecycle.agent`).
 The box belongs to the review's run: once the run is over or aborted, every call is refused.
 """
 
@@ -29,9 +36,12 @@ from mnemon_sm.flows.workers.runner import RunScope
 from mnemon_sm.ports.workers import Cancellation
 
 __all__ = [
+    "CHANGE_LIMIT",
     "REVIEW_TOOLS",
+    "ChangeKind",
     "ReviewResult",
     "ReviewTools",
+    "StagedChanges",
     "StagedDocumentChange",
     "StagedHotChange",
     "check_receipt",
@@ -48,6 +58,14 @@ DOC_SEARCH_MAX = 8
 PENDING_DOCUMENT = "pending-document-1"  # the id a staged create is known by until applied
 # The receipt action each staged hot-memory change stands for.
 HOT_ACTIONS = {"add": "stored", "replace": "replaced", "remove": "removed"}
+ChangeKind = Literal["hot", "document"]
+CHANGE_LIMIT = 1  # changes of each kind one review may stage
+# What the worker is told when the box refuses a change over the limit.
+OVER_LIMIT: dict[ChangeKind, str] = {
+    "hot": "a review may make only one hot-memory change",
+    "document": "a review may create or update only one document",
+}
+_NAMES: dict[ChangeKind, str] = {"hot": "hot-memory change", "document": "document change"}
 
 
 @attrs.frozen
@@ -83,6 +101,53 @@ class StagedDocumentChange:
     description: str | None = None
 
 
+@attrs.frozen
+class StagedChanges:
+    """What one review run staged, in order, kind by kind: the value the change limit is
+    checked on, by the tool box before staging and by the host on the run's outcome."""
+
+    hot: tuple[StagedHotChange, ...] = ()
+    documents: tuple[StagedDocumentChange, ...] = ()
+
+    def count(self, kind: ChangeKind) -> int:
+        return len(self.hot) if kind == "hot" else len(self.documents)
+
+    def allows(self, kind: ChangeKind) -> bool:
+        """Whether one more change of ``kind`` stays within the limit."""
+        return self.count(kind) < CHANGE_LIMIT
+
+    @property
+    def over_limit(self) -> tuple[ChangeKind, ...]:
+        """The kinds staged more than :data:`CHANGE_LIMIT` times."""
+        kinds: tuple[ChangeKind, ...] = ("hot", "document")
+        return tuple(k for k in kinds if self.count(k) > CHANGE_LIMIT)
+
+    @property
+    def within_limit(self) -> bool:
+        return not self.over_limit
+
+    @property
+    def empty(self) -> bool:
+        return not self.hot and not self.documents
+
+    @property
+    def hot_change(self) -> StagedHotChange | None:
+        """The staged hot-memory change (the first, were there more)."""
+        return self.hot[0] if self.hot else None
+
+    @property
+    def document_change(self) -> StagedDocumentChange | None:
+        """The staged document change (the first, were there more)."""
+        return self.documents[0] if self.documents else None
+
+    def refusal(self) -> str:
+        """Why an outcome over the limit is refused (for the review's summary)."""
+        parts = [f"{self.count(k)} {_NAMES[k]}s" for k in self.over_limit]
+        return (
+            f"the review staged {' and '.join(parts)}; at most {CHANGE_LIMIT} of each is allowed"
+        )
+
+
 class HotChanges(Protocol):
     """What the box needs of ``MemoryRoot.hot``."""
 
@@ -115,9 +180,7 @@ class ReviewTools:
         self._reads, self._hot, self._documents = reads, hot, documents
         self.scope: RunScope = reads.scope
         self.refused: list[str] = []
-        self.over_limit: list[str] = []
-        self.hot_change: StagedHotChange | None = None
-        self.document_change: StagedDocumentChange | None = None
+        self.changes = StagedChanges()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -153,10 +216,12 @@ class ReviewTools:
         keys = ("id", "title", "description", "status", "excerpt")
         return [{k: h.to_json()[k] for k in keys} for h in hits]
 
+    def _refuse_over_limit(self, kind: ChangeKind) -> None:
+        if not self.changes.allows(kind):
+            raise ToolRefused(OVER_LIMIT[kind])
+
     def _stage_hot(self, a: Mapping[str, Any]) -> Any:
-        if self.hot_change is not None:
-            self.over_limit.append(HOT)
-            raise ToolRefused("a review may make only one hot-memory change")
+        self._refuse_over_limit("hot")
         action = a.get("action")
         if action not in HOT_ACTIONS:
             raise InvalidInput("action must be add, replace, or remove")
@@ -178,17 +243,14 @@ class ReviewTools:
             return {"status": "unchanged", **preview.receipt.to_json()}
 
         def stage() -> None:
-            if self.hot_change is not None:  # a concurrent call of the same worker won
-                raise ToolRefused("a review may make only one hot-memory change")
-            self.hot_change = change
+            self._refuse_over_limit("hot")  # a concurrent call of the same worker won
+            self.changes = attrs.evolve(self.changes, hot=(*self.changes.hot, change))
 
         self.scope.stage(stage)
         return {"status": "staged", "preview": preview.receipt.to_json()}
 
     def _stage_document(self, a: Mapping[str, Any]) -> Any:
-        if self.document_change is not None:
-            self.over_limit.append(DOC_MANAGE)
-            raise ToolRefused("a review may create or update only one document")
+        self._refuse_over_limit("document")
         action = a.get("action")
         if action == "create":
             change = StagedDocumentChange(
@@ -215,38 +277,36 @@ class ReviewTools:
             raise ToolRefused("a review may only create or update a document")
 
         def stage() -> None:
-            if self.document_change is not None:
-                raise ToolRefused("a review may create or update only one document")
-            self.document_change = change
+            self._refuse_over_limit("document")
+            documents = (*self.changes.documents, change)
+            self.changes = attrs.evolve(self.changes, documents=documents)
 
         self.scope.stage(stage)
         return {"status": "staged", "action": action, "id": change.id, "title": record.title}
 
 
-def check_receipt(
-    result: ReviewResult,
-    hot: StagedHotChange | None,
-    document: StagedDocumentChange | None,
-) -> str | None:
+def check_receipt(result: ReviewResult, changes: StagedChanges) -> str | None:
     """Why the receipt disagrees with the staged writes (None: it agrees). Pure.
 
     A ``failed`` receipt never agrees (nothing is applied); ``skipped`` agrees only with no
     staged write; ``stored`` / ``replaced`` / ``removed`` need a staged hot-memory change of
     that kind, ``documented`` a staged document change; ``documentIds`` must name exactly
-    the staged document (its pending id for a create).
+    the staged documents (a create by its pending id). The change limit is checked apart
+    (:attr:`StagedChanges.within_limit`).
     """
     if result.action == "failed":
         return f"the worker reported failure: {result.summary.strip() or 'no reason given'}"
     if result.action == "skipped":
-        if hot is not None or document is not None:
+        if not changes.empty:
             return "it says skipped but staged writes"
     elif result.action == "documented":
-        if document is None:
+        if not changes.documents:
             return "it says documented but staged no document change"
-    elif hot is None or HOT_ACTIONS[hot.action] != result.action:
+    elif all(HOT_ACTIONS[h.action] != result.action for h in changes.hot):
+        hot = changes.hot_change
         staged = "no hot-memory change" if hot is None else f"a hot-memory {hot.action}"
         return f"it says {result.action} but staged {staged}"
-    wanted = {document.id} if document is not None else set()
+    wanted = {d.id for d in changes.documents}
     if set(result.document_ids) != wanted:
         return (
             f"its documentIds {sorted(set(result.document_ids))} are not the staged document "

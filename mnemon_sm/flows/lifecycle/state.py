@@ -2,13 +2,13 @@
 
 The file holds the statechart's resting state and every piece of data the flow needs to
 resume (the kept activity and the folded earlier turns, the deadline, prime, status, ended
-turns, the last review and the counters), as JSON lines: after every event that changed
-something, the whole new state is appended as one line (one ``write``); once the file would
-pass :data:`LOG_MAX` bytes it is replaced by that line alone, atomically. The last complete
-line is the state; a torn last line (a power loss) or an empty file is ignored. Every part is
-bounded (see :mod:`.scoring` for the activity; the review summary is cut to
-:data:`SUMMARY_CHARS`), so a line, the file and the cost of writing it do not grow with the
-session. The root's ``durability`` applies: ``full`` and ``normal`` fsync every append, and a
+turns, the last review and the counters), as JSON lines: at every step that changed it (the
+spec's ``persist`` actions), the whole new state is appended as one line (one ``write``); once
+the file would pass :data:`LOG_MAX` bytes it is replaced by that line alone, atomically. The
+last complete line is the state; a torn last line (a power loss) or an empty file is
+ignored. Every part is bounded (see :mod:`.scoring` for the activity; the review summary is
+cut to :data:`SUMMARY_CHARS`), so a line, the file and the cost of writing it do not grow with
+the session. The root's ``durability`` applies: ``full`` and ``normal`` fsync every append, and a
 replacement with its directory (rare, and without it a power loss could take the file's name
 and so every append since), ``off`` nothing.
 
