@@ -3,6 +3,8 @@ cold reference, manual archive, the races, refusals and crash repair."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -22,9 +24,11 @@ from mnemon_sm.errors import (
     DocumentNotFound,
     InvalidInput,
     MaintenanceRejected,
+    MnemonError,
     StorageError,
 )
-from mnemon_sm.flows.documents.model import INDEX_PATH, slug
+from mnemon_sm.flows.documents.api import Documents
+from mnemon_sm.flows.documents.model import INDEX_PATH, render, slug
 from mnemon_sm.flows.documents.values import DocumentResult
 from mnemon_sm.ports import Ports
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
@@ -34,6 +38,8 @@ from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import insight_contents, world
 from mnemon_sm.testing.memory import MemoryFiles, memory_ports
 from mnemon_sm.testing.snapshot import root_state
+
+from ._flow_probe import calls_by_state, flow_probe, undeclared
 
 LIMIT = 4096
 CONFIG = Config(durability="off", documents_active_limit=LIMIT)
@@ -686,37 +692,133 @@ def test_a_corrupt_index_is_reported_and_left_alone() -> None:
 
 
 def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
-    from mnemon_sm.engine.spec import load_flow
-
+    """Every call a document flow makes is tagged with the state it is in, rest states
+    included: a validator or an edge's action runs in idle, the repair on open in opening."""
     ports, log = memory_ports()
-    root = MemoryRoot.open("/roots/r", CONFIG, ports=ports)
-    flow = root.documents._flow
-    log.probe = lambda: None if flow.state == "idle" else flow.state
-    ids = fill(root, ports, 3)
+    roots: list[MemoryRoot] = []
+    log.probe = flow_probe(
+        lambda: [f for r in roots for f in (r.documents._flow, r.documents._search)]
+    )
+    roots.append(MemoryRoot.open("/roots/r", CONFIG, ports=ports))
+    ids = fill(roots[0], ports, 3)
+    files = ports.files
+    assert isinstance(files, MemoryFiles)
+    files.put("documents/active/.x.md.1.2.ab.tmp", b"left by a crashed writer")
+    record, body = roots[0].documents.get(ids[0])
+    assert body is not None  # the archived copy of a move that crashed before its commit:
+    files.put(f"documents/archived/{record.filename}", render(record, body))
+    roots.append(MemoryRoot.open("/roots/r", CONFIG, ports=ports))  # repairs both
+    root = roots[-1]
+    assert not [n for n in files_of(ports) if n.endswith(".tmp") or "archived/" in n]
     root.documents.create("One more runbook", BODY)  # archives through a new space
     root.documents.update(ids[2], content="short now")
     root.documents.archive(ids[2])
-    search = root.documents._search
-    log.probe = lambda: (
-        f"document_search:{search.state}"
-        if search.state != "idle"
-        else (None if flow.state == "idle" else flow.state)
-    )
+    with pytest.raises(InvalidInput):
+        root.documents.create("", "no title")  # refused in planning
     root.documents.search("runbook")
-    observed: dict[str, set[str]] = {}
-    for call in log.calls:
-        if call.state is not None:
-            observed.setdefault(call.state, set()).add(call.name)
-    searching = observed.pop("document_search:searching")
-    assert searching <= set(load_flow("document_search").spec.states["searching"].ports)
+    root.documents.search("runbook", limit=5, include_archived=True, record_access=False)
+    observed = calls_by_state(log.calls)
+    assert undeclared(observed) == {}
+    # confirming: a staged reference is checked without a port call; idle: none at all
+    assert {s for f, s in observed if f == "document_mutation"} == {
+        "opening",
+        "planning",
+        "delegating",
+        "moving",
+        "committing",
+    }
+    assert {s for f, s in observed if f == "document_search"} == {"searching"}
+    opening = observed[("document_mutation", "opening")]
+    assert {"files.list", "locks.acquire", "files.remove", "locks.release"} <= opening
+    searching = observed[("document_search", "searching")]
     assert {"locks.acquire", "files.read", "files.rename"} <= searching
-    spec = load_flow("document_mutation").spec
-    assert set(observed) == {"planning", "delegating", "moving", "committing"}  # confirming:
-    for state, calls in observed.items():  # a staged reference is checked without a port call
-        declared = set(spec.states[state].ports)
-        assert calls <= declared, f"{state} made undeclared calls {calls - declared}"
-    assert {"long_term.remember", "long_term.insights"} <= observed["moving"]
-    assert "long_term.remember" not in observed["delegating"]  # staged, not written
+    moving = observed[("document_mutation", "moving")]
+    assert {"long_term.remember", "long_term.insights"} <= moving
+    assert "long_term.remember" not in observed[("document_mutation", "delegating")]
+
+
+def test_the_validators_are_pure() -> None:
+    """A validator reads its arguments and the configuration only: no port call and nothing
+    stored on the flow, whatever the request (valid, invalid, naming a missing document)."""
+    ports, log = memory_ports()
+    root = MemoryRoot.open("/roots/r", CONFIG, ports=ports)
+    [doc] = fill(root, ports, 1)
+    flow, search = root.documents._flow, root.documents._search
+    checks: list[tuple[object, Callable[[], None]]] = [(flow, flow.check_writable)]
+    for request in (
+        {"operation": "create", "title": "T", "content": "body"},
+        {"operation": "update", "id": doc, "content": "new"},
+        {"operation": "archive", "id": "missing"},
+        {"operation": "rename"},
+    ):
+        checks.append((flow, functools.partial(flow.check_request, request)))
+    for request in ({"query": "deploy"}, {"query": 3}, {"query": "x", "limit": 0}):
+        checks.append((search, functools.partial(search.check_request, request)))
+    for context, check in checks:
+        before = dict(vars(context))
+        log.clear()
+        with contextlib.suppress(MnemonError):
+            check()
+        assert (dict(vars(context)), log.calls) == (before, []), check
+
+
+def test_a_create_draws_its_id_from_the_id_port_in_planning_once() -> None:
+    """The id of a new document comes from the injected id source, drawn while planning
+    (never in a validator), once per request: a create that archives first is planned twice
+    and keeps its id."""
+    ports, _ = memory_ports()
+    root = MemoryRoot.open("/roots/r", CONFIG, ports=ports)
+    drawn: list[str | None] = []
+    numbers = iter(range(1, 100))
+
+    def new_id() -> str:
+        drawn.append(flow.state)
+        return f"00000000-0000-4000-8000-{next(numbers):012d}"
+
+    documents = Documents(
+        ports.files,
+        ports.locks,
+        ports.clock,
+        CONFIG,
+        "/roots/r",
+        lambda: root.long_term,
+        root._delegate,
+        new_id,
+    )
+    flow = documents._flow
+    ids = []
+    for i in range(3):
+        ids.append(documents.create(f"Runbook {i}", BODY).document.id)
+        ports.clock.advance(1000)  # type: ignore[attr-defined]
+    assert ids == [f"00000000-0000-4000-8000-{n:012d}" for n in (1, 2, 3)]
+    result = documents.create("Runbook 3", BODY)  # planned, archived for room, planned again
+    assert result.archived == (ids[0],)
+    assert result.document.id == "00000000-0000-4000-8000-000000000004"
+    documents.update(ids[1], content="new")  # an update keeps its id and draws none
+    with pytest.raises(DocumentNotFound):
+        documents.update("", content="x")  # not even for an empty id
+    assert drawn == ["planning"] * 4
+
+
+def test_document_opening_is_never_observed_at_rest() -> None:
+    """The repair on open is the initial state; the facade is ready (idle) once opened, a
+    read-only root included, and opening makes no call on a read-only root."""
+    ports, log = memory_ports()
+    root = MemoryRoot.open("/roots/r", CONFIG, ports=ports)
+    root.documents.create("One", "body")
+    assert root.documents._flow.state == "idle"
+    log.clear()
+    read_only = Config(durability="off", documents_active_limit=LIMIT, write_enabled=False)
+    documents = Documents(
+        ports.files,
+        ports.locks,
+        ports.clock,
+        read_only,
+        "/roots/r",
+        lambda: root.long_term,
+        root._delegate,
+    )
+    assert documents._flow.state == "idle" and log.calls == []
 
 
 def test_withdrawing_a_failed_archive_deletes_only_the_spaces_it_created() -> None:

@@ -3,6 +3,9 @@ calls each state makes against what its spec declares."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -22,10 +25,13 @@ from mnemon_sm import (
 )
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.adapters.workers.routing import choose_space, merge_target
-from mnemon_sm.engine.spec import load_flow
+from mnemon_sm.errors import MnemonError
+from mnemon_sm.flows.long_term.catalog import CATALOG_PATH
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.memory import memory_ports
+
+from ._flow_probe import calls_by_state, flow_probe, undeclared
 
 Script = Callable[[WorkerRequest, ToolBox], object]
 
@@ -399,24 +405,19 @@ def test_a_root_whose_spaces_are_all_inactive_gets_a_general_space() -> None:
 
 
 def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
-    observed: dict[tuple[str, str], set[str]] = {}
+    """Every call a long-term flow makes is tagged with the state it is in, rest states
+    included (a validator runs in idle, whose spec declares no port)."""
     root, ports, log = seeded()
-    flows = {
-        "recall": root.long_term._recall,
-        "direct_search": root.long_term._direct,
-        "agent_search": root.long_term._agent,
-        "long_term_write": root.long_term._write,
-        "merge_spaces": root.long_term._merge,
-    }
-
-    def probe() -> str | None:
-        busy = [f"{name}:{flow.state}" for name, flow in flows.items() if flow.state != "idle"]
-        return busy[0] if busy else None
-
-    log.probe = probe
-    log.clear()
     lt = root.long_term
+    flows = [lt._recall, lt._direct, lt._agent, lt._write, lt._merge]
+    log.probe = flow_probe(lambda: flows)
+    log.clear()
+    ports.long_term.create_space("found-on-disk")  # a store the catalog does not list yet
+    lt.recall("deploy script", spaces=["default"])  # registers it: a catalog write
+    assert "found-on-disk" in [s.id for s in lt.spaces()]
     lt.recall("deploy script")
+    with pytest.raises(UnknownSpace):
+        lt.recall("deploy script", spaces=["missing"])
     lt.search("deploy")
     lt.ask("deploy script")
     lt.remember("A brand new fact about deploys")
@@ -426,14 +427,73 @@ def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
     lt.forget(ids[0], space="default")
     other = lt.create_space("Scratch", "Temporary notes")
     lt.merge("default", [other.id])
-    for call in log.calls:
-        if call.state is not None:
-            flow, state = call.state.split(":")
-            observed.setdefault((flow, state), set()).add(call.name)
+    observed = calls_by_state(log.calls)
     assert observed, "the probe saw no call"
-    for (flow, state), calls in observed.items():
-        declared = set(load_flow(flow).spec.states[state].ports)
-        assert calls <= declared, f"{flow}.{state} made undeclared calls {calls - declared}"
+    assert undeclared(observed) == {}
+    assert not [key for key in observed if key[1] == "idle"]
+    assert {"long_term.spaces", "locks.acquire", "files.rename"} <= observed[("recall", "scoping")]
+    assert ("recall", "recalling") in observed and ("merge_spaces", "merging") in observed
+
+
+def test_the_validators_are_pure() -> None:
+    """A validator reads its arguments and the configuration only: no port call (not even a
+    catalog read that would register a store found on disk) and nothing stored on the flow."""
+    root, ports, log = seeded()
+    lt = root.long_term
+    ports.long_term.create_space("found-on-disk")
+    search = {"query": "deploy", "space_ids": ["default", "found-on-disk"], "limit": 3}
+    write = {"operation": "remember", "content": "A fact", "memoryBodyId": "default"}
+    merge = {"target": "default", "sources": ["found-on-disk"]}
+    checks: list[tuple[object, Callable[[], None]]] = [
+        (lt._write, lt._write.check_writable),
+        (lt._merge, lt._merge.check_writable),
+    ]
+    for context, requests in (
+        (lt._recall, [search, {"query": "x", "space_ids": ["nope"]}, {"query": " "}]),
+        (lt._direct, [search, {"query": "x", "bogus": 1}]),
+        (lt._agent, [search, {}]),
+        (lt._write, [write, {"operation": "remember", "content": ""}, {"operation": "x"}]),
+        (lt._merge, [merge, {"target": "default", "sources": []}]),
+    ):
+        for request in requests:
+            checks.append((context, functools.partial(context.check_request, request)))
+    for context, check in checks:
+        before = dict(vars(context))
+        log.clear()
+        with contextlib.suppress(MnemonError):
+            check()
+        assert (dict(vars(context)), log.calls) == (before, []), check
+    assert "found-on-disk" not in [s["id"] for s in _catalog(ports)]
+
+
+def _catalog(ports: Any) -> list[dict[str, Any]]:
+    data = ports.files.files.get(CATALOG_PATH)
+    return json.loads(data)["bodies"] if data else []
+
+
+def test_recall_resolves_the_named_spaces_in_a_state_of_its_own() -> None:
+    """Named spaces are resolved in ``scoping``: reading the catalog there registers a store
+    found on disk; an unknown or inactive one is refused there, before any worker runs."""
+    root, ports, _ = seeded()
+    lt = root.long_term
+    ports.long_term.create_space("found-on-disk")
+    seen: list[str | None] = []
+    catalog = lt.service.catalog
+    original = catalog.readable
+
+    def readable(ids: Any = None) -> Any:
+        seen.append(lt._recall.state)
+        return original(ids)
+
+    catalog.readable = readable  # type: ignore[method-assign]
+    assert "found-on-disk" not in [s["id"] for s in _catalog(ports)]
+    answer = lt.recall("deploy script", spaces=["default"])
+    assert answer.results and seen[0] == "scoping"
+    assert "found-on-disk" in [s["id"] for s in _catalog(ports)]  # registered while scoping
+    seen.clear()
+    with pytest.raises(UnknownSpace, match="nope"):
+        lt.recall("deploy script", spaces=["nope"])
+    assert seen == ["scoping"] and lt._recall.state == "idle"
 
 
 def test_closing_the_root_closes_every_long_term_flow() -> None:

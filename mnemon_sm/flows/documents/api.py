@@ -4,23 +4,22 @@ Create, update and archive go through the ``document_mutation`` flow (capacity p
 archiving with a confirmed cold reference); search goes through ``document_search`` and
 records the access time of what it returns (that is what "least recently used" means); get
 and records read the index and the files directly. Opening the facade repairs the crash
-windows of earlier writers (unless the root is read-only: then nothing is written, no lock
-file either). Document operations of one root are serialized in the process;
-the index lock serializes them across processes.
+windows of earlier writers: that is the ``opening`` state of ``document_mutation`` (a
+read-only root is not repaired: nothing is written, no lock file either). Document operations
+of one root are serialized in the process; the index lock serializes them across processes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mnemon_sm.config import Config
-from mnemon_sm.errors import InvalidInput, ReadOnly, StorageError
+from mnemon_sm.errors import InvalidInput, ReadOnly
 from mnemon_sm.flows.documents import rules, store
-from mnemon_sm.flows.documents.model import DOCUMENTS_DIR, DocumentRecord
+from mnemon_sm.flows.documents.model import DocumentRecord
 from mnemon_sm.flows.documents.mutation import DocumentFlow, draft_on
 from mnemon_sm.flows.documents.search import DocumentSearchFlow
 from mnemon_sm.flows.documents.values import DocumentResult, SearchHit
@@ -52,18 +51,12 @@ class Documents:
         self._files, self._locks, self._clock, self._config = files, locks, clock, config
         self._root_path = root_path.rstrip("/")
         self._mutex = threading.RLock()
+        # The flow's opening repairs the crash windows of earlier writers.
         self._flow = DocumentFlow(
             files, locks, clock, config, root_path, long_term, new_id, self._mutex
         )
         self._op_mutex = threading.RLock()  # one mutation at a time per root in a process
         self._search = DocumentSearchFlow(files, locks, clock, config, self._mutex)
-        # A corrupt index is reported by every document operation instead (it is never
-        # rewritten), and a busy lock only postpones the repair to the next opening: neither
-        # may keep hot memory from opening. A read-only root is never repaired.
-        with contextlib.suppress(StorageError):
-            if config.write_enabled and files.list(DOCUMENTS_DIR):
-                with self._locked():
-                    store.repair(files)
 
     # -- mutations -------------------------------------------------------------------------
 
@@ -198,9 +191,6 @@ class Documents:
     def close(self) -> None:
         self._flow.close()
         self._search.close()
-
-    def _locked(self) -> store.IndexLock:
-        return store.IndexLock(self._mutex, self._locks, self._config.lock_timeout_ms)
 
 
 def _items(values: object) -> object:

@@ -2,6 +2,12 @@
 
 Theory of operation
 -------------------
+The machine starts in ``opening``, whose entry action repairs the crash windows of earlier
+writers under the index lock (:func:`~mnemon_sm.flows.documents.store.repair`), then rests in
+``idle``. A request is checked by pure validators; the action of its edge out of ``idle``
+makes it the run's data, and planning draws a create's id from the id source (``new_id``)
+the first time it plans it, so a request keeps one id however often it is planned again.
+
 Planning reads the index and, when a document must be archived, its file, under the index lock
 (so the snapshot is consistent), and turns the request into a
 :class:`~mnemon_sm.flows.documents.rules.Draft`; the capacity plan then says commit, or archive the
@@ -54,6 +60,7 @@ from mnemon_sm.errors import (
 )
 from mnemon_sm.flows.documents import rules, store
 from mnemon_sm.flows.documents.model import (
+    DOCUMENTS_DIR,
     INDEX_PATH,
     SUMMARY_MAX,
     DocumentRecord,
@@ -93,8 +100,10 @@ class DocumentFlow(FlowContext):
         new_id: Callable[[], str],
         mutex: threading.RLock,
     ) -> None:
-        """``mutex`` serializes the index's read-modify-write steps in this process (the
-        index lock does so across processes); it is never held while a worker runs."""
+        """``new_id`` is the id port (it gives a create its id, in planning); ``mutex``
+        serializes the index's read-modify-write steps in this process (the index lock does
+        so across processes); it is never held while a worker runs. Constructing the flow
+        enters ``opening``, which repairs the crash windows of earlier writers."""
         self.files, self.locks, self.clock, self.config = files, locks, clock, config
         self.root_path, self.long_term = root_path.rstrip("/"), long_term
         self.new_id, self.mutex = new_id, mutex
@@ -121,15 +130,35 @@ class DocumentFlow(FlowContext):
             raise ReadOnly()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
-        op = request.get("operation")
-        if op not in OPERATIONS:
+        if request.get("operation") not in OPERATIONS:
             raise InvalidInput("operation must be create, update or archive")
-        self._op, self._request = str(op), dict(request)
-        self._doc_id = self.new_id() if op == "create" else str(request.get("id") or "").strip()
 
     # -- steps -----------------------------------------------------------------------------
 
+    def repair_crashes(self) -> None:
+        """Entry of ``opening``: repair the crash windows of earlier writers (see
+        :func:`~mnemon_sm.flows.documents.store.repair`) under the index lock. A read-only
+        root is never repaired and an empty ``documents/`` needs nothing. A corrupt index is
+        reported by every document operation instead (it is never rewritten), and a busy lock
+        only postpones the repair to the next opening: neither may keep the root from
+        opening."""
+        if not self.config.write_enabled:
+            return
+        with contextlib.suppress(StorageError):
+            if self.files.list(DOCUMENTS_DIR):
+                with self._locked():
+                    store.repair(self.files)
+
+    def start_run(self, request: Mapping[str, Any]) -> None:
+        """Action of the request's edge out of ``idle``: the checked request becomes the
+        run's (a create's id is drawn when it is first planned)."""
+        self._op, self._request = str(request["operation"]), dict(request)
+        if self._op != "create":
+            self._doc_id = str(request.get("id") or "").strip()
+
     def plan_request(self, machine: Machine) -> None:
+        if self._op == "create" and not self._doc_id:  # planned for the first time
+            self._doc_id = self.new_id()  # the id port
         try:
             store.ensure_dirs(self.files)
             with self._locked():  # the index and the chosen document's file, consistently

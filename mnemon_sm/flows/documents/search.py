@@ -1,13 +1,15 @@
 """Context of ``specs/document_search.yaml``: the deterministic document search.
 
-The request is checked first (a string query, a limit in 1..50); then, under the index lock,
-the index and every candidate's file are read, scored by
-:func:`~mnemon_sm.flows.documents.rules.score`, ordered by score and then by the latest update, cut
-to the limit, and the access time of every document returned is recorded (that is what
-"least recently used" means for archiving) unless the request says ``record_access: False``
-(a worker's search counts no access). A document whose file is missing or unreadable is
-skipped, never an error. A read-only root records nothing and takes no lock (which would
-create its file): it reads the committed index and files, each replaced atomically.
+The request is checked first by a pure validator (a string query, a limit in 1..50) and
+travels with the ``search`` event to the entry action of ``searching``; there, under the
+index lock, the index and every candidate's file are read, scored by
+:func:`~mnemon_sm.flows.documents.rules.score`, ordered by score and then by the latest
+update, cut to the limit, and the access time of every document returned is recorded (that
+is what "least recently used" means for archiving) unless the request says
+``record_access: False`` (a worker's search counts no access). A document whose file is
+missing or unreadable is skipped, never an error. A read-only root records nothing and takes
+no lock (which would create its file): it reads the committed index and files, each replaced
+atomically.
 
 Recording the access is bookkeeping, never a reason to fail a search: when the lock file
 cannot be created (a read-only or full ``documents/``) the index is read without the lock (it
@@ -56,23 +58,15 @@ class DocumentSearchFlow(FlowContext):
             config,
             mutex,
         )
-        self._query, self._limit, self._archived = "", SEARCH_LIMIT_DEFAULT, False
-        self._record = True
         super().__init__()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
-        query, limit = request.get("query"), request.get("limit")
-        if not isinstance(query, str):
-            raise InvalidInput("query must be a string")
-        wanted = SEARCH_LIMIT_DEFAULT if limit is None else limit
-        if type(wanted) is not int or not 1 <= wanted <= SEARCH_LIMIT_MAX:
-            raise InvalidInput(f"limit must be an integer in 1..{SEARCH_LIMIT_MAX}")
-        self._query, self._limit = query, wanted
-        self._archived = bool(request.get("include_archived"))
-        self._record = request.get("record_access", True) is not False
+        _checked(request)
 
-    def run_search(self, machine: Machine) -> None:
-        record = self.config.write_enabled and self._record
+    def run_search(self, machine: Machine, request: Mapping[str, Any]) -> None:
+        """Entry of ``searching`` (entered only by ``search``, whose request it gets)."""
+        wanted = _checked(request)
+        record = self.config.write_enabled and wanted.record
         try:
             with contextlib.ExitStack() as held:
                 if self.config.write_enabled:
@@ -87,25 +81,25 @@ class DocumentSearchFlow(FlowContext):
                         held.enter_context(self.mutex)
                 else:
                     held.enter_context(self.mutex)
-                hits = self._search(record)
+                hits = self._search(wanted, record)
         except MnemonError as exc:
             return self.refuse(machine, "search_failed", exc)
         self.settle(machine, "results_found" if hits else "nothing_found", hits)
 
-    def _search(self, record: bool) -> list[SearchHit]:
+    def _search(self, wanted: _Request, record: bool) -> list[SearchHit]:
         records = store.read_index(self.files)
         scored: list[tuple[int, DocumentRecord, str]] = []
         for r in records:
-            if r.status != "active" and not self._archived:
+            if r.status != "active" and not wanted.archived:
                 continue
             body = store.read_body(self.files, r)
             if body is None:
                 continue
-            points = rules.score(self._query, r, body)
+            points = rules.score(wanted.query, r, body)
             if points > 0:
                 scored.append((points, r, body))
         scored.sort(key=lambda s: (-s[0], _desc(s[1].updated_at)))
-        top = scored[: self._limit]
+        top = scored[: wanted.limit]
         if not top:
             return []
         now = iso_ms(self.clock.now_ms())
@@ -121,9 +115,27 @@ class DocumentSearchFlow(FlowContext):
         fresh = {r.id: r for r in touched}
         return [SearchHit(fresh[r.id], b, p, rules.excerpt(b)) for p, r, b in top]
 
-    def reset(self) -> None:
-        self._query, self._limit, self._archived = "", SEARCH_LIMIT_DEFAULT, False
-        self._record = True
+
+@attrs.frozen
+class _Request:
+    """A checked search request."""
+
+    query: str
+    limit: int
+    archived: bool  # archived documents are candidates too
+    record: bool  # record the access time of the results
+
+
+def _checked(request: Mapping[str, Any]) -> _Request:
+    """The request, checked (pure: the validator and the search both call it)."""
+    query, limit = request.get("query"), request.get("limit")
+    if not isinstance(query, str):
+        raise InvalidInput("query must be a string")
+    wanted = SEARCH_LIMIT_DEFAULT if limit is None else limit
+    if type(wanted) is not int or not 1 <= wanted <= SEARCH_LIMIT_MAX:
+        raise InvalidInput(f"limit must be an integer in 1..{SEARCH_LIMIT_MAX}")
+    archived = bool(request.get("include_archived"))
+    return _Request(query, wanted, archived, request.get("record_access", True) is not False)
 
 
 def _desc(stamp: str) -> tuple[int, ...]:

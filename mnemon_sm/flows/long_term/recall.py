@@ -1,8 +1,12 @@
 """Contexts of ``specs/recall.yaml``, ``specs/direct_search.yaml`` and ``specs/agent_search.yaml``.
 
-Each class supplies the callbacks its spec names. Requests are checked by validators (nothing
-runs on a bad request); work happens in entry actions that end by settling a result or
-refusing with a typed error, each an internal event of the spec.
+Each class supplies the callbacks its spec names. Requests are checked by validators, which
+are pure (nothing runs on a bad request, and a check neither stores nor reads anything); the
+request travels with its event to the entry action of the first state, which keeps it for the
+later steps. Work happens in entry actions that end by settling a result or refusing with a
+typed error, each an internal event of the spec. Whether the spaces a recall names exist and
+are active is a state of its own (``scoping``): reading the catalog may register the stores
+found on disk, a write.
 """
 
 from __future__ import annotations
@@ -76,6 +80,14 @@ def _search_request(request: Mapping[str, Any]) -> dict[str, Any]:
     return dict(request)
 
 
+def _recall_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    """A recall request, checked, with its limit (12 unless it says otherwise)."""
+    checked = _search_request(request)
+    wanted = checked.get("limit")
+    checked["limit"] = RECALL_DEFAULT if wanted is None else search_limit(wanted)
+    return checked
+
+
 class _SearchingFlow(FlowContext):
     """Shared by the flows whose first steps are the deterministic search: ``retrieve`` asks
     every space for its ranked candidates, ``rank`` selects the evidence (pure)."""
@@ -88,10 +100,12 @@ class _SearchingFlow(FlowContext):
         super().__init__()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
-        self._request = _search_request(request)
+        _search_request(request)
 
-    def retrieve(self, machine: Machine) -> None:
-        r = self._request
+    def retrieve(self, machine: Machine, request: Mapping[str, Any]) -> None:
+        """Entry of ``retrieving`` (entered only by the request's event, whose request it
+        gets)."""
+        self._request = r = _search_request(request)
         try:
             with self.service.mutex:
                 self._retrieved = self.service.retrieve(
@@ -179,13 +193,21 @@ class RecallFlow(FlowContext):
         super().__init__()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
-        checked = _search_request(request)
-        wanted = checked.get("limit")
-        checked["limit"] = RECALL_DEFAULT if wanted is None else search_limit(wanted)
+        _recall_request(request)
+
+    def resolve_spaces(self, machine: Machine, request: Mapping[str, Any]) -> None:
+        """Entry of ``scoping`` (entered only by ``recall``, whose request it gets): each
+        space the request names must exist and be active. Reading the catalog registers the
+        stores found on disk, a catalog write: that is why this is a state, not a check."""
+        checked = _recall_request(request)
         if checked.get("space_ids"):
-            with self.service.mutex:  # unknown or inactive: refused
-                self.service.catalog.readable(checked["space_ids"])
+            try:
+                with self.service.mutex:
+                    self.service.catalog.readable(checked["space_ids"])
+            except MnemonError as exc:
+                return self.refuse(machine, "spaces_refused", exc)
         self._request = checked
+        machine.raise_("spaces_resolved")
 
     def run_worker(self, machine: Machine) -> None:
         r = self._request

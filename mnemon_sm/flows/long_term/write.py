@@ -5,6 +5,9 @@ the tool box. The receipt must agree with what was staged (its action is the act
 staged write, its spaces are spaces those writes touch) before anything is applied; a
 ``failed`` or ``skipped`` receipt is returned with nothing applied. Applying turns provisional
 ids into real ones and reports the spaces really written.
+
+Validators are pure: they check the request and store nothing; the request travels with its
+event to the entry action of the first state (``run_worker``, ``run_merge``).
 """
 
 from __future__ import annotations
@@ -106,9 +109,11 @@ class WriteFlow(_WritingFlow):
             inputs.texts_within(value, key)
         if operation == "remember" and not str(request.get("content") or "").strip():
             raise InvalidInput("content is required")
-        self._data = {k: v for k, v in request.items() if v is not None}
 
-    def run_worker(self, machine: Machine) -> None:
+    def run_worker(self, machine: Machine, request: Mapping[str, Any]) -> None:
+        """Entry of ``delegating`` (entered only by ``write``, whose checked request it
+        gets)."""
+        self._data = {k: v for k, v in request.items() if v is not None}
         grants = GRANTS[self._data["operation"]]
         tools = ScopedTools(self.service, grants, readonly=True)
         try:
@@ -181,27 +186,19 @@ class WriteFlow(_WritingFlow):
 class MergeFlow(_WritingFlow):
     FLOW = "merge_spaces"
 
-    def __init__(self, service: LongTermService) -> None:
-        self._request: dict[str, Any] = {}
-        super().__init__(service)
-
     def check_request(self, request: Mapping[str, Any]) -> None:
         target, sources = request.get("target"), request.get("sources")
         if not isinstance(target, str) or not isinstance(sources, list | tuple) or not sources:
             raise InvalidInput("a merge needs a target id and at least one source id")
-        self._request = dict(request)
 
-    def run_merge(self, machine: Machine) -> None:
-        r = self._request
+    def run_merge(self, machine: Machine, request: Mapping[str, Any]) -> None:
+        """Entry of ``merging`` (entered only by ``merge``, whose checked request it gets)."""
         try:
             report = self.service.merge_spaces(
-                r["target"],
-                list(r["sources"]),
-                deactivate_sources=r.get("deactivate_sources", True),
+                request["target"],
+                list(request["sources"]),
+                deactivate_sources=request.get("deactivate_sources", True),
             )
         except (MnemonError, ReadOnly) as exc:
             return self.refuse(machine, "merge_failed", exc)
         self.settle(machine, "spaces_merged", report)
-
-    def reset(self) -> None:
-        self._request = {}

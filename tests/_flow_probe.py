@@ -1,0 +1,63 @@
+"""A call-log probe that tags each port call with the flow state it is made in, rest states
+included.
+
+The per-flow port tests compare the calls made in each state with the ports the spec declares
+for it. A call is tagged ``<flow>:<state>``:
+
+- when a flow context's own code is on the calling thread's stack (a validator, a guard, an
+  action, the entry of the initial state while the context is being built), with the state
+  that context is in at that moment, the innermost context winning. A validator runs in the
+  state its event leaves and so does a transition's ``on`` action (the configuration changes
+  after them), so a call made there is tagged with a rest state such as ``idle``, whose
+  declared ports are usually none;
+- otherwise (a worker's tool calls run on a thread of their own), with the state of the first
+  of ``contexts()`` that is not at rest: the flow waiting for that worker;
+- otherwise (a facade's own reads) it is not tagged.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+
+from mnemon_sm.engine.context import FlowContext
+from mnemon_sm.engine.spec import load_flow
+from mnemon_sm.testing.calls import Call
+
+__all__ = ["calls_by_state", "flow_probe", "undeclared"]
+
+
+def flow_probe(contexts: Callable[[], Iterable[FlowContext]]) -> Callable[[], str | None]:
+    def probe() -> str | None:
+        frame = sys._getframe(1)
+        while frame is not None:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, FlowContext):
+                return f"{owner.FLOW}:{owner.state}"
+            frame = frame.f_back  # type: ignore[assignment]
+        for context in contexts():
+            if context.state not in load_flow(context.FLOW).spec.resting:
+                return f"{context.FLOW}:{context.state}"
+        return None
+
+    return probe
+
+
+def calls_by_state(calls: Iterable[Call]) -> dict[tuple[str, str], set[str]]:
+    """``{(flow, state): {port.method, ...}}`` of the tagged calls of a call log."""
+    observed: dict[tuple[str, str], set[str]] = {}
+    for call in calls:
+        if call.state is not None:
+            flow, _, state = call.state.partition(":")
+            observed.setdefault((flow, state), set()).add(call.name)
+    return observed
+
+
+def undeclared(observed: dict[tuple[str, str], set[str]]) -> dict[str, set[str]]:
+    """``{"flow.state": calls}`` of the calls a state made that its spec does not declare."""
+    found = {}
+    for (flow, state), calls in sorted(observed.items()):
+        extra = calls - set(load_flow(flow).spec.states[state].ports)
+        if extra:
+            found[f"{flow}.{state}"] = extra
+    return found
