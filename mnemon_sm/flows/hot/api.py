@@ -2,8 +2,10 @@
 
 Operations on one root are serialized inside the process by a mutex and across processes by the
 root's file lock; every failure is a typed ``MnemonError``. A public ``add`` that overflows its
-target starts capacity maintenance (``specs/hot_memory_maintenance.yaml``) unless the caller
-opts out.
+target is handed to capacity maintenance (``specs/hot_memory_maintenance.yaml``) as that
+flow's ``overflowed`` event, carrying the rejected add and the caller's ``maintenance``
+choice; the maintenance spec decides whether to compact (the caller's opt-out and a
+read-only root are guards there) or to report the overflow unchanged.
 """
 
 from __future__ import annotations
@@ -183,11 +185,13 @@ class HotMemory:
             with self._shared.mutex:
                 return self._flow.run("add", **request)
         except CapacityExceeded as overflow:
-            if not maintenance:
-                raise
+            # Not a decision: every overflowing add is handed on as the maintenance flow's
+            # ``overflowed`` event, and its spec decides (opt-out, read-only root) what follows.
+            # One machine serves the root, so this waits for a maintenance in flight in this
+            # process, an opted-out add included.
             with self._maintenance_mutex:
                 receipt: Receipt = self._maintenance.perform(
-                    "overflow", request=request, overflow=overflow
+                    "overflowed", request=request, overflow=overflow, maintenance=maintenance
                 )
                 return receipt
 
