@@ -12,7 +12,9 @@ and the test checks:
 - INV-MNT-2 (no acknowledged entry lost): every MEMORY.md entry is in hot memory or is an
   active long-term insight; a USER.md entry is in hot memory or the compaction committed;
 - the same add, retried on the recovered root, succeeds and leads to the unfaulted state;
-- INV-MNT-6: no space holds two insights with the same content, before or after the retry.
+- INV-MNT-6: no space holds two insights with the same content, before or after the retry;
+- INV-MNT-9: the crashed root's flows, back at rest, hold nothing of the interrupted run (no
+  run value, no worker tool box).
 
 Generated rounds run on the in-memory fakes; one fixed MEMORY.md round also runs on the real
 file system with the embedded SQLite long-term store.
@@ -38,12 +40,13 @@ from mnemon_sm.flows.hot.model import SOURCE_PATH, HotEntry, HotStore
 from mnemon_sm.ports import Ports
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.longterm import MemoryLongTermStore
-from mnemon_sm.testing.maintenance import seed
+from mnemon_sm.testing.maintenance import held_run_data, seed
 from mnemon_sm.testing.memory import MemoryLocks, memory_ports
 
 AT_MOST_ONCE = "INV-MNT-4"
 NOTHING_LOST = "INV-MNT-2"
 NO_SECOND_COPY = "INV-MNT-6"
+RUN_DROPPED = "INV-MNT-9"
 CONFIG = Config(durability="full", user_limit=512, memory_limit=1024)
 EXAMPLES = settings(
     max_examples=max(4, settings().max_examples // 8),
@@ -176,6 +179,7 @@ def enumerate_crashes(r: Round, make: World) -> None:
                 pass
             else:
                 raise AssertionError(f"no crash at call {k}")
+            assert held_run_data(root) == [], (RUN_DROPPED, k, kind, injector.names[-1])
             _release_dead_locks(ports)
 
             recovered = MemoryRoot.open("/unused", CONFIG, ports=ports)

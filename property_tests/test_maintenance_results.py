@@ -11,6 +11,9 @@
   test case of its own, so each is exercised on every run; Hypothesis draws the rest.
 - Valid results: accepted; the compacted target holds the packed candidates then the pending
   add, within the budget, in original order, and every archived entry is an active insight.
+- INV-MNT-10: an overflow maintenance does not apply to (the caller opted out, or the root is
+  read-only) runs no worker, writes nothing and is reported as the very error the hot-memory
+  flow gave, whatever the target and its entries.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.errors import MaintenanceRejected
+from mnemon_sm.errors import CapacityExceeded, MaintenanceRejected
 from mnemon_sm.flows.hot.model import normalize
 from mnemon_sm.flows.hot.packing import RANK, budget, joined_size, pack
 from mnemon_sm.ports import Ports
@@ -38,6 +41,7 @@ from property_tests.threads import WorkerData
 UNCHANGED = "INV-MNT-1"  # a refused maintenance leaves every file byte-identical
 COVERED = "INV-MNT-2"  # a committed compaction covers / archives every snapshot entry
 PACKED = "INV-MNT-3"  # importance kept, budget met, original order kept
+DECLINED = "INV-MNT-10"  # no maintenance where it does not apply: the overflow as it was
 CONFIG = Config(durability="off", user_limit=512, memory_limit=1024)
 LEVELS = ("critical", "normal", "low")
 levels = st.sampled_from(LEVELS)
@@ -493,6 +497,48 @@ def test_every_valid_archive_is_accepted_packed_and_recallable(case: Case) -> No
     stored = insight_contents(ports)["default"]
     assert sorted(stored) == sorted(c for c, _ in case.entries), COVERED
     _check_packed(root, case, case.result)
+
+
+# -- where maintenance does not apply -------------------------------------------------------------
+
+
+@given(
+    case=st.one_of(user_cases(st.none()), memory_cases(st.none())),
+    importance=st.none() | levels,
+    read_only=st.booleans(),
+)
+def test_an_overflow_maintenance_does_not_apply_to_is_reported_unchanged(
+    case: Case, importance: str | None, read_only: bool
+) -> None:
+    workers = ScriptedWorkers({})  # any worker run would be recorded (and fail)
+    root, ports = _open(case, workers)
+    try:
+        root.hot.preview("add", case.target, content=case.pending, importance=importance)
+    except CapacityExceeded as exc:
+        overflow = exc
+    else:
+        assume(False)  # the generated entries left room for the add
+    before = world(ports)
+    if read_only:  # a public add is refused as ReadOnly first: the flow's own guard is shown
+        ro = MemoryRoot.open("/unused", attrs.evolve(CONFIG, write_enabled=False), ports=ports)
+        flow = ro._maintenance
+        request = {"target": case.target, "content": case.pending, "importance": importance}
+        with pytest.raises(CapacityExceeded) as caught:
+            flow.perform("overflowed", request=request, overflow=overflow, maintenance=True)
+        assert caught.value is overflow, DECLINED
+    else:
+        flow = root._maintenance
+        with pytest.raises(CapacityExceeded) as caught:
+            root.hot.add(case.target, case.pending, importance, maintenance=False)
+        reported = caught.value
+        assert (reported.message, reported.target, reported.used) == (
+            overflow.message,
+            overflow.target,
+            overflow.used,
+        ), DECLINED
+        assert (reported.projected, reported.limit) == (overflow.projected, overflow.limit)
+    assert workers.requests == [] and world(ports) == before, DECLINED
+    assert flow.state == "idle", DECLINED
 
 
 def test_every_variant_belongs_to_a_defect_kind() -> None:

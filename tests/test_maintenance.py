@@ -3,6 +3,7 @@ built-in workers and the journal. Properties live in property_tests/test_mainten
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -15,17 +16,25 @@ from mnemon_sm import (
     InvalidInput,
     MaintenanceRejected,
     MemoryRoot,
+    ReadOnly,
     RevisionConflict,
     ToolRefused,
     WorkerFailed,
 )
+from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.flows.hot.journal import JOURNAL_PATH, Journal
-from mnemon_sm.flows.hot.maintenance import ARCHIVE_GRANTS
+from mnemon_sm.flows.hot.maintenance import ARCHIVE_GRANTS, MaintenanceFlow
 from mnemon_sm.flows.hot.packing import budget, pack
 from mnemon_sm.ports import Ports
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import ScriptedWorkers
-from mnemon_sm.testing.maintenance import archive_script, insight_contents, seed, world
+from mnemon_sm.testing.maintenance import (
+    archive_script,
+    held_run_data,
+    insight_contents,
+    seed,
+    world,
+)
 from mnemon_sm.testing.memory import memory_ports
 
 CONFIG = Config(durability="off")
@@ -118,6 +127,103 @@ def test_no_maintenance_flag_reports_the_overflow() -> None:
         root.hot.add("user", "超出", maintenance=False)
     assert (caught.value.used, caught.value.projected) == (4090, 4100)
     assert workers.requests == [] and world(ports) == before
+
+
+def _overflow_of(root: MemoryRoot, target: str, content: str) -> CapacityExceeded:
+    """The CapacityExceeded the hot-memory flow gives an add of ``content`` now."""
+    with pytest.raises(CapacityExceeded) as caught:
+        root.hot.preview("add", target, content=content)
+    return caught.value
+
+
+def test_a_read_only_root_never_runs_maintenance_even_when_asked() -> None:
+    """The spec's guard: an overflowed event on a read-only root is reported unchanged. (A
+    public add there is refused as ReadOnly before any overflow; the guard holds anyway.)"""
+    workers = ScriptedWorkers({})
+    _, ports = open_root(workers)
+    seed(ports, [("user", "x" * 4090, "normal")])
+    overflow = _overflow_of(reopen(ports), "user", "超出")
+    read_only = reopen(ports, Config(durability="off", write_enabled=False))
+    before = world(ports)
+    flow = read_only._maintenance
+    request = {"target": "user", "content": "超出", "importance": None}
+    with pytest.raises(CapacityExceeded) as caught:
+        flow.perform("overflowed", request=request, overflow=overflow, maintenance=True)
+    assert caught.value is overflow
+    assert workers.requests == [] and world(ports) == before and flow.state == "idle"
+    with pytest.raises(ReadOnly):
+        read_only.hot.add("user", "超出")
+
+
+def test_an_overflow_of_another_target_is_refused_by_the_validator() -> None:
+    workers = ScriptedWorkers({})
+    root, ports = open_root(workers)
+    seed(ports, [("user", "x" * 4090, "normal")])
+    root = reopen(ports)
+    overflow = _overflow_of(root, "user", "超出")
+    request = {"target": "memory", "content": "超出", "importance": None}
+    with pytest.raises(InvalidInput, match="does not belong"):
+        root._maintenance.perform(
+            "overflowed", request=request, overflow=overflow, maintenance=True
+        )
+    assert workers.requests == [] and root._maintenance.state == "idle"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("model unavailable"), KeyboardInterrupt()],
+    ids=lambda e: type(e).__name__,
+)
+@pytest.mark.parametrize(
+    "state", ["snapshotting", "delegating", "validating", "archiving", "committing"]
+)
+def test_nothing_of_an_interrupted_run_reaches_the_next_one(
+    state: str, error: BaseException, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """INV-MNT-9: a step does its work (its outcome event, carrying the evolved run, is
+    queued), then an exception escapes it. Afterwards the root holds no run and no tool box,
+    and the next run works from its own snapshot and its own add alone."""
+    [action] = load_flow("hot_memory_maintenance").spec.state_defs[state]["enter"]
+    original = getattr(MaintenanceFlow, action)
+    fired: list[str] = []
+
+    @functools.wraps(original)  # the engine passes what the original's signature asks for
+    def then_raise(self: MaintenanceFlow, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if not fired:
+            fired.append(state)
+            raise error
+
+    monkeypatch.setattr(MaintenanceFlow, action, then_raise)  # machines built from now on
+    seen: list[WorkerRequest] = []
+
+    def archiver(request: WorkerRequest, tools: ToolBox) -> object:
+        seen.append(request)
+        return archive_script("default")(request, tools)
+
+    root, ports = open_root(ScriptedWorkers({"archive": archiver}))
+    root.long_term.create_space("Project", "Project facts", active=True)  # id "default"
+    seed(ports, memory_facts(49))
+    root = reopen(ports)
+    with pytest.raises(type(error)) as caught:
+        root.hot.add("memory", "First new fact " * 10)
+    assert caught.value is error and fired == [state]
+    assert root._maintenance.state == "idle"
+    assert held_run_data(root) == []
+
+    facts = [*memory_facts(49)[1:], ("memory", "A fact about deploys " + "z" * 180, "normal")]
+    seed(ports, facts)  # another snapshot than the interrupted run's
+    receipt = root.hot.add("memory", "Second new fact " * 10)
+    assert seen[-1].data["snapshot"] == [
+        {"index": i, "content": c, "importance": imp} for i, (_, c, imp) in enumerate(facts, 1)
+    ]
+    assert seen[-1].data["pending"]["content"] == "Second new fact " * 9 + "Second new fact"
+    assert receipt.added == "Second new fact " * 9 + "Second new fact"
+    assert receipt.maintenance is not None and receipt.maintenance.source_entries == len(facts)
+    assert receipt.maintenance.memory_body_ids == ("default",)
+    contents = insight_contents(ports)["default"]
+    assert len(contents) == len(set(contents))
+    assert held_run_data(root) == []
 
 
 @pytest.mark.parametrize(

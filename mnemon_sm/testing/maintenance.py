@@ -8,21 +8,34 @@
   the tool box (staged) and maps each index to the id the remember returned.
 - :func:`takeover_script` is a hostile compactor of a valid shape: it replaces every entry
   with one entry of its own.
+- :func:`held_run_data` finds what an object (a root) still holds of maintenance runs: a run
+  value or a worker's tool box reachable from it means a run outlived its end.
 """
 
 from __future__ import annotations
 
+import gc
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from mnemon_sm.flows.hot.maintenance import Run
 from mnemon_sm.flows.hot.model import SOURCE_PATH, HotEntry, HotStore, Target
+from mnemon_sm.flows.long_term.tools import NoTools, ScopedTools
 from mnemon_sm.ports import Ports
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 from mnemon_sm.testing.memory import MemoryFiles
 from mnemon_sm.text import iso_ms
 
-__all__ = ["archive_script", "insight_contents", "seed", "takeover_script", "world"]
+__all__ = [
+    "archive_script",
+    "held_run_data",
+    "insight_contents",
+    "seed",
+    "takeover_script",
+    "world",
+]
 
 T0 = iso_ms(1_786_000_000_000)
 
@@ -126,3 +139,27 @@ def takeover_script(
         return {"summary": summary, "action": "compacted", "compactedEntries": [entry]}
 
     return run
+
+
+# Followed by nothing: what every object shares (code, classes, modules and their globals).
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType)
+
+
+def held_run_data(obj: object) -> list[object]:
+    """Every maintenance :class:`~mnemon_sm.flows.hot.maintenance.Run` and worker tool box
+    reachable from ``obj`` through its own objects (instance attributes, containers, bound
+    methods' instances, the engine's queues and caches); modules, classes and functions,
+    which every object shares, are not followed. Between two operations the answer for a
+    root must be empty: nothing of a finished or interrupted run is kept."""
+    found: list[object] = []
+    seen = {id(obj)}
+    todo = [obj]
+    while todo:
+        current = todo.pop()
+        if isinstance(current, Run | ScopedTools | NoTools):
+            found.append(current)
+        for ref in gc.get_referents(current):
+            if id(ref) not in seen and not isinstance(ref, _OPAQUE):
+                seen.add(id(ref))
+                todo.append(ref)
+    return found

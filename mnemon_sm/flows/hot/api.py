@@ -2,8 +2,10 @@
 
 Operations on one root are serialized inside the process by a mutex and across processes by the
 root's file lock; every failure is a typed ``MnemonError``. A public ``add`` that overflows its
-target starts capacity maintenance (``specs/hot_memory_maintenance.yaml``) unless the caller
-opts out.
+target is handed to capacity maintenance (``specs/hot_memory_maintenance.yaml``) as that
+flow's ``overflowed`` event, carrying the rejected add and the caller's ``maintenance``
+choice; the maintenance spec decides whether to compact (the caller's opt-out and a
+read-only root are guards there) or to report the overflow unchanged.
 """
 
 from __future__ import annotations
@@ -183,11 +185,16 @@ class HotMemory:
             with self._shared.mutex:
                 return self._flow.run("add", **request)
         except CapacityExceeded as overflow:
+            # An opted-out add never reaches the maintenance machine: one machine serves the
+            # root, so sending it would make the add wait for a maintenance in flight in this
+            # process (a review's add would wait for a worker). The spec's else edge states
+            # the same rule for an opted-out overflowed event; every other overflow is handed
+            # on, and the spec decides (a read-only root reports the overflow unchanged).
             if not maintenance:
                 raise
             with self._maintenance_mutex:
                 receipt: Receipt = self._maintenance.perform(
-                    "overflow", request=request, overflow=overflow
+                    "overflowed", request=request, overflow=overflow, maintenance=maintenance
                 )
                 return receipt
 

@@ -4,24 +4,44 @@ Theory of operation
 -------------------
 The spec orders the work; each entry action below does one step and raises the outcome event.
 The add itself goes through the hot-memory flow exactly as a plain add does, at no extra
-cost. Only when that flow rejects it with ``CapacityExceeded`` does the facade send this
-flow's ``overflow`` event (with the request and the error), which starts maintenance: a
-snapshot of the target (read without the lock), a worker run (on its own thread, with a
-timeout; no lock is ever held while a worker runs), pure checks of its result
+cost. When that flow rejects it with ``CapacityExceeded``, the facade hands this typed outcome
+to this flow as its ``overflowed`` event, carrying the rejected add (``request``: target,
+content, importance), the error (``overflow``) and the caller's choice (``maintenance``). The
+spec decides what follows: maintenance runs only when the caller asked for it and the root
+is writable (the guards ``is_maintenance_requested`` and ``is_writable``); otherwise the flow stays
+idle and the overflow is reported unchanged (``report_overflow``). Maintenance is a snapshot
+of the target (read without the lock), a worker run (on its own thread, with a timeout; no
+lock is ever held while a worker runs), pure checks of its result
 (:mod:`mnemon_sm.flows.hot.maintenance_checks`), for MEMORY.md the archive's long-term writes
 (:meth:`MaintenanceFlow.apply_archive`, which first confirms that every existing insight the
 archive names holds its entry's text), and finally one ``compact`` event of the hot-memory
 flow, which compares the revision, packs the candidates, preserves every entry that leaves
-hot memory in the fsynced history (:mod:`mnemon_sm.flows.hot.history`) and retries the pending add,
-in one commit under one lock. So whatever a worker returns, an entry leaves hot memory only
-after its exact text is in the history (and, for MEMORY.md, verbatim in long-term memory).
+hot memory in the fsynced history (:mod:`mnemon_sm.flows.hot.history`) and retries the
+pending add, in one commit under one lock. So whatever a worker returns, an entry leaves hot
+memory only after its exact text is in the history (and, for MEMORY.md, verbatim in long-term
+memory).
 
-USER.md's compactor gets :class:`~mnemon_sm.flows.long_term.tools.NoTools`: the user profile never
-reaches long-term memory, and a worker that tries fails the run. MEMORY.md's archiver gets the
-catalog, recall, remember and space creation; its writes are staged by the tool box and
-applied only after its result passed every check, so a refused result writes nothing at all.
-Applied remembers are journaled (:mod:`mnemon_sm.flows.hot.journal`, one durable update per
-archive, written even when a later remember failed) and reused by later attempts.
+A run's data travels with its events
+------------------------------------
+Everything one run knows is one frozen :class:`Run`. ``take_snapshot`` creates it and raises
+``snapshot_taken(run=...)``; every later step receives it as the keyword argument of the
+event that led into its state (python-statemachine passes event arguments to callbacks by
+name, guards included) and raises its own outcome event with an evolved copy
+(``attrs.evolve``). The context keeps no per-run attribute: between two steps the run exists
+only in the engine's queue of internal events, and when the run ends, by an outcome or by an
+exception (which drops the queue and fires ``abort``), nothing of it is left to reset or to
+leak into the next run. Event arguments were chosen over a ``run`` attribute replaced at
+each step because there is then nothing to clear on any path: an interrupted step cannot
+leave a half-updated run behind. The only values the context holds are the root's
+collaborators and, for :meth:`FlowContext.perform`, the operation's result or error.
+
+USER.md's compactor gets :class:`~mnemon_sm.flows.long_term.tools.NoTools`: the user profile
+never reaches long-term memory, and a worker that tries fails the run. MEMORY.md's archiver
+gets the catalog, recall, remember and space creation; its writes are staged by the tool box
+(held by the run) and applied only after its result passed every check, so a refused result
+writes nothing at all. Applied remembers are journaled (:mod:`mnemon_sm.flows.hot.journal`,
+one durable update per archive, written even when a later remember failed) and reused by
+later attempts.
 """
 
 from __future__ import annotations
@@ -63,7 +83,7 @@ from mnemon_sm.flows.hot.maintenance_values import (
 from mnemon_sm.flows.hot.maintenance_values import Snapshot as Snap
 from mnemon_sm.flows.hot.model import HotStore
 from mnemon_sm.flows.hot.mutation import HotMutationFlow
-from mnemon_sm.flows.hot.packing import budget
+from mnemon_sm.flows.hot.packing import budget, pack
 from mnemon_sm.flows.hot.rules import Mutation, check_request
 from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.long_term.service import LongTermService
@@ -74,7 +94,7 @@ from mnemon_sm.ports import Clock
 from mnemon_sm.redact import redact
 from mnemon_sm.text import iso_ms
 
-__all__ = ["ARCHIVE_GRANTS", "MaintenanceFlow"]
+__all__ = ["ARCHIVE_GRANTS", "MaintenanceFlow", "Run"]
 
 ARCHIVE_GRANTS = (
     "mnemon_memory_bodies",
@@ -82,6 +102,27 @@ ARCHIVE_GRANTS = (
     "mnemon_remember",
     "mnemon_memory_body_create",
 )
+
+
+@attrs.frozen(eq=False)
+class Run:
+    """One maintenance run, carried by the events between its steps (see the module).
+
+    ``take_snapshot`` fills the first three fields; ``run_worker`` adds the worker's raw
+    result and its tool box (an archiver's staged writes live there), ``validate_result``
+    the checked outcome, ``apply_archive`` what it wrote and the journal records it used.
+    """
+
+    pending: Mutation  # the rejected add, checked, retried on top of the compaction
+    snapshot: Snap
+    run_id: str
+    raw: object = None  # the worker's result, not yet checked
+    tools: NoTools | ScopedTools | None = None
+    summary: str = ""  # the worker's summary, redacted
+    candidates: tuple[Candidate, ...] = ()
+    rows: tuple[ArchivedEntry, ...] = ()  # an archive's mapping, by source index
+    written: tuple[str, ...] = ()  # spaces the archive's writes went to
+    used: frozenset[str] = frozenset()  # journal keys of the remembers it wrote or reused
 
 
 @flow_context("MaintenanceFlow")
@@ -108,39 +149,40 @@ class MaintenanceFlow(FlowContext):
         self.hot, self.hot_mutex, self.current = hot, hot_mutex, current
         self.config, self.clock = config, clock
         self.delegate, self.long_term, self.journal = delegate, long_term, journal
-        self._request: dict[str, Any] = {}
-        self._overflow: CapacityExceeded | None = None
-        self._pending: Mutation | None = None
-        self._snapshot: Snap | None = None
-        self._run_id = ""
-        self._raw: object = None
-        self._tools: NoTools | ScopedTools | None = None
-        self._summary = ""
-        self._candidates: tuple[Candidate, ...] = ()
-        self._rows: tuple[ArchivedEntry, ...] = ()
-        self._written: tuple[str, ...] = ()
-        self._used: set[str] = set()
-        self._records: list[JournalWrite] = []
         super().__init__()
 
-    # -- validators ------------------------------------------------------------------------
+    # -- validators and guards of ``overflowed`` (pure) ------------------------------------
 
     def check_request(self, request: Mapping[str, Any], overflow: CapacityExceeded) -> None:
         if overflow.target != request.get("target"):
             raise InvalidInput("the overflow does not belong to this add's target")
-        self._request, self._overflow = dict(request), overflow
 
-    # -- steps -----------------------------------------------------------------------------
+    def is_maintenance_requested(self, maintenance: object) -> bool:
+        """The caller did not opt out (``add(..., maintenance=False)``)."""
+        return bool(maintenance)
 
-    def take_snapshot(self, machine: Machine) -> None:
-        overflow = self._overflow
-        assert overflow is not None
+    def is_writable(self) -> bool:
+        """A read-only root changes nothing, so it never compacts."""
+        return self.config.write_enabled
+
+    # -- the overflow reported as it is ----------------------------------------------------
+
+    def report_overflow(self, overflow: CapacityExceeded) -> None:
+        """Action of the ``overflowed`` edge that runs no maintenance: the add's own error
+        is the operation's outcome, unchanged."""
+        self._error = overflow
+
+    # -- steps (entry actions; each receives the run from the event that led here) ---------
+
+    def take_snapshot(
+        self, machine: Machine, request: Mapping[str, Any], overflow: CapacityExceeded
+    ) -> None:
         try:
             with self.hot_mutex:
                 store = self.current()
         except StorageError as exc:
             return self.refuse(machine, "snapshot_refused", exc)
-        pending: Mutation = check_request("add", **self._request)
+        pending: Mutation = check_request("add", **request)
         assert pending.content is not None
         target, limit = pending.target, self.config.limit(pending.target)
         entries = store.of(target)
@@ -157,8 +199,7 @@ class MaintenanceFlow(FlowContext):
                 limit=overflow.limit,
             )
             return self.refuse(machine, "snapshot_refused", error)
-        self._pending = pending
-        self._snapshot = Snap(
+        snap = Snap(
             target,
             store.revision(),
             entries,
@@ -166,12 +207,11 @@ class MaintenanceFlow(FlowContext):
             pending.importance or "normal",
             budget(limit, size),
         )
-        self._run_id = f"mnt-{self.clock.now_ms()}-{self._snapshot.revision[:8]}"
-        machine.raise_("snapshot_taken")
+        run_id = f"mnt-{self.clock.now_ms()}-{snap.revision[:8]}"
+        machine.raise_("snapshot_taken", run=Run(pending, snap, run_id))
 
-    def run_worker(self, machine: Machine) -> None:
-        snap = self._snapshot
-        assert snap is not None
+    def run_worker(self, machine: Machine, run: Run) -> None:
+        snap = run.snapshot
         data = {
             "target": snap.target,
             "pending": {"content": snap.pending_content, "importance": snap.pending_importance},
@@ -188,98 +228,108 @@ class MaintenanceFlow(FlowContext):
                 request = build_request(
                     "compact", data, (), CompactionResult, body=render_body(snap)
                 )
-                self._raw = self.delegate.run(request, tools)
+                raw = self.delegate.run(request, tools)
             else:
                 body = render_body(snap)
-                self._raw, tools = self.long_term().run_staged(
+                raw, tools = self.long_term().run_staged(
                     "archive", data, ARCHIVE_GRANTS, ArchiveResult, body=body
                 )
         except MnemonError as exc:
             return self.refuse(machine, "worker_failed", exc)
-        self._tools = tools
-        machine.raise_("worker_answered")
+        machine.raise_("worker_answered", run=attrs.evolve(run, raw=raw, tools=tools))
 
-    def validate_result(self, machine: Machine) -> None:
-        snap = self._snapshot
-        assert snap is not None
+    def validate_result(self, machine: Machine, run: Run) -> None:
+        snap = run.snapshot
         sources = [(e.content, e.importance) for e in snap.entries]
+        rows: tuple[ArchivedEntry, ...] = ()
         try:
-            if isinstance(self._tools, ScopedTools):
-                archive = parse_result(self._raw, ArchiveResult)
-                self._summary = redact(archive.summary)
-                staged, created = _staged(self._tools)
-                self._candidates, self._rows = check_archive(archive, sources, staged, created)
+            if isinstance(run.tools, ScopedTools):
+                archive = parse_result(run.raw, ArchiveResult)
+                summary = redact(archive.summary)
+                staged, created = _staged(run.tools)
+                candidates, rows = check_archive(archive, sources, staged, created)
             else:
-                compaction = parse_result(self._raw, CompactionResult)
-                self._summary = redact(compaction.summary)
-                self._candidates = check_compaction(compaction, sources, snap.budget)
+                compaction = parse_result(run.raw, CompactionResult)
+                summary = redact(compaction.summary)
+                candidates = check_compaction(compaction, sources, snap.budget)
         except MaintenanceRejected as exc:
             return self.refuse(machine, "result_rejected", exc)
-        machine.raise_("result_accepted")
+        checked = attrs.evolve(run, summary=summary, candidates=candidates, rows=rows)
+        machine.raise_("result_accepted", run=checked)
 
-    def apply_archive(self, machine: Machine) -> None:
-        tools, snap = self._tools, self._snapshot
-        assert isinstance(tools, ScopedTools) and snap is not None
-        service = tools.service
-        existing = [r for r in self._rows if not r.id.startswith("pending-")]
+    def apply_archive(self, machine: Machine, run: Run) -> None:
+        tools, snap = run.tools, run.snapshot
+        assert isinstance(tools, ScopedTools)
+        existing = [r for r in run.rows if not r.id.startswith("pending-")]
+        used: set[str] = set()
+        records: list[JournalWrite] = []
+
+        def reuse(args: RememberArgs, space_id: str | None) -> dict[str, Any] | None:
+            return self._reuse(tools.service, used, args, space_id)
+
+        def record(args: RememberArgs, receipt: dict[str, Any]) -> None:
+            key = content_key(args.content)
+            at = iso_ms(self.clock.now_ms())
+            space, ident = str(receipt["memoryBodyId"]), str(receipt["id"])
+            records.append(JournalWrite(key, space, ident, run.run_id, at))
+            used.add(key)
+
         try:
             with self.long_term().mutex:
-                _confirm(service, existing, [e.content for e in snap.entries])
+                _confirm(tools.service, existing, [e.content for e in snap.entries])
                 try:
-                    applied = tools.apply(reuse=self._reuse, record=self._record)
+                    applied = tools.apply(reuse=reuse, record=record)
                 finally:  # the writes made so far, even when a later one failed
-                    self.journal.record(self._records)
+                    self.journal.record(records)
         except MnemonError as exc:
             return self.refuse(machine, "archive_failed", exc)
-        self._written = tuple(dict.fromkeys(a.space_id for a in applied))
-        machine.raise_("archive_written")
+        written = tuple(dict.fromkeys(a.space_id for a in applied))
+        archived = attrs.evolve(run, written=written, used=frozenset(used))
+        machine.raise_("archive_written", run=archived)
 
-    def commit_compaction(self, machine: Machine) -> None:
-        snap, pending = self._snapshot, self._pending
-        assert snap is not None and pending is not None
+    def commit_compaction(self, machine: Machine, run: Run) -> None:
+        snap = run.snapshot
         compaction = Compaction(
             snap.target,
             snap.revision,
             snap.entries,
-            self._candidates,
+            run.candidates,
             snap.budget,
-            pending,
-            self._run_id,
+            run.pending,
+            run.run_id,
         )
         try:
             with self.hot_mutex:
                 receipt = self.hot.run("compact", compaction=compaction)
-                kept = self.hot.kept
         except MnemonError as exc:
             return self.refuse(machine, "commit_refused", exc)
         # The add is acknowledged now; records the journal fails to drop stay harmless (they
         # only let a later archive reuse an insight that exists).
         with contextlib.suppress(StorageError):
-            self.journal.settle(self._used)
+            self.journal.settle(run.used)
+        # What the commit kept: the same packing, of the same candidates into the same
+        # budget, as the hot-memory flow's compaction rules (RULE-CMP-3) applied.
+        kept = pack([(c.content, c.importance) for c in run.candidates], snap.budget)
         block = MaintenanceBlock(
-            snap.kind,
-            self._run_id,
-            self._summary,
-            self._written,
-            snap.size,
-            kept,
+            snap.kind, run.run_id, run.summary, run.written, snap.size, len(kept)
         )
         self.settle(machine, "compacted", attrs.evolve(receipt, maintenance=block))
 
     # -- guards ----------------------------------------------------------------------------
 
-    def is_archive(self) -> bool:
-        return isinstance(self._tools, ScopedTools)
+    def is_archive(self, run: Run) -> bool:
+        return isinstance(run.tools, ScopedTools)
 
-    # -- journal hooks (called while applying staged remembers) ----------------------------
+    # -- journal hook (called while applying staged remembers) -----------------------------
 
-    def _reuse(self, args: RememberArgs, space_id: str | None) -> dict[str, Any] | None:
+    def _reuse(
+        self, service: LongTermService, used: set[str], args: RememberArgs, space_id: str | None
+    ) -> dict[str, Any] | None:
+        """The receipt of the journaled insight holding ``args``' content, if it is still
+        active in the same space (its key then joins ``used``); None: write it."""
         found = self.journal.find(args.content)
         if found is None or space_id not in (None, found.memory_body_id):
             return None
-        tools = self._tools
-        assert isinstance(tools, ScopedTools)
-        service = tools.service
         try:
             space = service.catalog.get(found.memory_body_id)
             alive = space.active and service.store.insights(space.id, [found.id])
@@ -287,34 +337,13 @@ class MaintenanceFlow(FlowContext):
             return None
         if not alive:
             return None
-        self._used.add(found.content_sha256)
+        used.add(found.content_sha256)
         return {
             "id": found.id,
             "memoryBodyId": space.id,
             "memoryBodyName": space.name,
             "action": "reused",
         }
-
-    def _record(self, args: RememberArgs, receipt: dict[str, Any]) -> None:
-        key = content_key(args.content)
-        self._records.append(
-            JournalWrite(
-                key,
-                str(receipt["memoryBodyId"]),
-                str(receipt["id"]),
-                self._run_id,
-                iso_ms(self.clock.now_ms()),
-            )
-        )
-        self._used.add(key)
-
-    # -- per-operation data ----------------------------------------------------------------
-
-    def reset(self) -> None:
-        self._request, self._overflow, self._pending, self._snapshot = {}, None, None, None
-        self._run_id, self._raw, self._tools, self._summary = "", None, None, ""
-        self._candidates, self._rows, self._written, self._used = (), (), (), set()
-        self._records = []
 
 
 def _staged(
