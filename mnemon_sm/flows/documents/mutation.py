@@ -62,6 +62,7 @@ from mnemon_sm.flows.documents import rules, store
 from mnemon_sm.flows.documents.model import (
     DOCUMENTS_DIR,
     INDEX_PATH,
+    MEMORY_BODY_IDS_MAX,
     SUMMARY_MAX,
     DocumentRecord,
     body_of,
@@ -286,7 +287,7 @@ class DocumentFlow(FlowContext):
                     archived_at=now,
                     revision=current.revision + 1,
                     archive_summary=self._summary,
-                    memory_body_ids=tuple(spaces[:20]),
+                    memory_body_ids=tuple(spaces[:MEMORY_BODY_IDS_MAX]),
                 )
                 after = tuple(archived if r.id == current.id else r for r in records)
                 index = encode_index(after)
