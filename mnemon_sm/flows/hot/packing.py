@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mnemon_sm.ports.hot_format import DELIMITER, RANK, joined_size
+from mnemon_sm.ports.hot_format import DELIMITER_SIZE, RANK, joined_size
 
 __all__ = ["RANK", "budget", "joined_size", "pack"]
 
-_DELIMITER_BYTES = len(DELIMITER.encode("utf-8"))
 _SHARE_NUM, _SHARE_DEN = 7, 10  # the compacted target may fill 70% of its limit ...
 _SLACK = 8  # ... minus the pending add and a few bytes of slack (the reference's constants)
 
@@ -38,7 +37,7 @@ def pack(items: Sequence[tuple[str, str]], max_bytes: int) -> tuple[int, ...]:
     used = 0
     for i in order:
         size = len(items[i][0].encode("utf-8"))
-        grown = used + size + (_DELIMITER_BYTES if kept else 0)
+        grown = used + size + (DELIMITER_SIZE if kept else 0)
         if grown <= max_bytes:
             kept.append(i)
             used = grown

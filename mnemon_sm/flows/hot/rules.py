@@ -36,7 +36,6 @@ from mnemon_sm.errors import (
 )
 from mnemon_sm.flows.hot.maintenance_values import MaintenanceBlock
 from mnemon_sm.flows.hot.model import (
-    DELIMITER,
     IMPORTANCES,
     TARGETS,
     HotEntry,
@@ -45,6 +44,7 @@ from mnemon_sm.flows.hot.model import (
     Target,
     normalize,
 )
+from mnemon_sm.ports.hot_format import DELIMITER_SIZE
 
 __all__ = [
     "ACTIONS",
@@ -62,7 +62,6 @@ __all__ = [
 Action = Literal["add", "replace", "remove"]
 ACTIONS: tuple[Action, ...] = get_args(Action)
 _PREVIEW_CHARS = 80  # how much of each candidate an AmbiguousMatch shows
-DELIMITER_BYTES = DELIMITER.encode("utf-8")
 
 
 @attrs.frozen
@@ -167,14 +166,14 @@ def plan_mutation(store: HotStore, m: Mutation, now: str, limit: int) -> Outcome
             message = "Entry already exists (no duplicate added)."
             return Unchanged(_receipt(store, target, limit, message, added=m.content))
         entry = HotEntry(m.content, now, now, target, m.importance or "normal")
-        size = used + _size(m.content) + (len(DELIMITER_BYTES) if entries else 0)
+        size = used + _size(m.content) + (DELIMITER_SIZE if entries else 0)
         after = HotStore.derive(store, (*store.entries, entry), target, (*entries, entry), size)
         return _checked(store, after, target, limit, "Entry added.", added=m.content)
     found = _match(entries, target, m.old_text or "")
     if isinstance(found, RequestRejected):
         return Rejected(found)
     if m.action == "remove":
-        size = used - _size(found.content) - (len(DELIMITER_BYTES) if len(entries) > 1 else 0)
+        size = used - _size(found.content) - (DELIMITER_SIZE if len(entries) > 1 else 0)
         after = HotStore.derive(
             store, _without(store.entries, found), target, _without(entries, found), size
         )
