@@ -100,7 +100,7 @@ class MemoryRoot:
             journal,
         )
         self.hot = HotMemory(self._shared, self._flow, self._maintenance, history)
-        self.context = Context(self._shared)
+        self.context = Context(self._shared, self._flow)
         self._lifecycles: dict[str, AgentLifecycle] = {}
         self.documents = Documents(
             ports.files,

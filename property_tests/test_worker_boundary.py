@@ -298,6 +298,10 @@ DRIVERS: dict[
         lambda root, ports: (_with_space(root), _memory_facts(ports)),
         lambda root: root.hot.add("memory", "A new fact that does not fit " + "x" * 200),
     ),
+    "hot_memory_mutation": (
+        lambda root, ports: root.hot.add("user", "User prefers black tea"),
+        lambda root: root.hot.add("user", "User drinks it without sugar"),
+    ),
 }
 
 
@@ -306,7 +310,8 @@ def test_an_exception_in_any_abortable_state_brings_the_flow_back_to_rest(
     flow: str, state: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loaded = load_flow(flow)
-    [action] = loaded.spec.state_defs[state]["enter"]
+    # The last entry action: whatever the earlier ones took (a lock) must be given back.
+    action = loaded.spec.state_defs[state]["enter"][-1]
     original = getattr(loaded.context_class, action)
     interrupt = KeyboardInterrupt(f"in {flow}.{state}")
     fired: list[str] = []
@@ -336,6 +341,7 @@ def test_an_exception_in_any_abortable_state_brings_the_flow_back_to_rest(
         "document_search": lambda: root.documents._search,
         "document_mutation": lambda: root.documents._flow,
         "hot_memory_maintenance": lambda: root._maintenance,
+        "hot_memory_mutation": lambda: root._flow,
     }
     context = contexts[flow]()
     assert context.state in loaded.spec.resting, invariant

@@ -6,6 +6,7 @@ port calls observed in each state are checked against the spec's declaration.
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from mnemon_sm import (
@@ -27,8 +28,9 @@ from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.hot.compaction import Compaction
 from mnemon_sm.flows.hot.model import LOCK_NAME, SOURCE_PATH, parse_source
 from mnemon_sm.flows.hot.rules import check_request
-from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
+from mnemon_sm.testing.faults import Fault, FaultInjector, RaisingPort, faulty_ports
 from mnemon_sm.testing.memory import CallLog, MemoryFiles, memory_ports
+from tests._flow_probe import flow_probe
 
 FLOW = "hot_memory_mutation"
 
@@ -76,7 +78,7 @@ def test_opening_creates_the_layout_and_rests_in_ready() -> None:
     assert SOURCE_PATH not in ports.files.files  # an empty store needs no source file
 
 
-def test_ready_add_commits_in_one_step() -> None:
+def test_ready_add_decides_then_commits() -> None:
     root, ports, log = open_root()
     log.clear()
     receipt = root.hot.add("user", "User prefers concise replies", importance="critical")
@@ -101,11 +103,12 @@ def test_ready_add_commits_in_one_step() -> None:
         "files.fsync",
         "locks.release",
     ]
-    assert {c.state for c in log.calls} == {"committed"}
+    # The lock, the reload and the clock decide; only committed writes, then unlocks.
+    assert [c.state for c in log.calls] == ["deciding"] * 3 + ["committed"] * 7
     assert ports.files.files["runtime/USER.md"] == b"User prefers concise replies\n"
 
 
-def test_committed_add_runs_the_pipeline_without_leaving_committed() -> None:
+def test_committed_add_decides_and_commits_again() -> None:
     root, _, log = open_root()
     root.hot.add("memory", "Project uses pnpm workspaces")
     log.clear()
@@ -125,6 +128,9 @@ def test_committed_duplicate_add_goes_to_ready_without_writing() -> None:
     assert root._flow.state == "ready"
     assert "files.write_temp" not in log.names()
     assert ports.files.files == before
+    # Decided and unlocked in deciding (the is_duplicate edge): nothing ran in committed.
+    assert {c.state for c in log.calls} == {"deciding"}
+    assert log.names()[-1] == "locks.release"
 
 
 @pytest.mark.parametrize(
@@ -149,9 +155,11 @@ def test_committed_rejection_goes_to_ready_and_writes_nothing(prepare, call, err
     assert ports.files.files == before
     assert log.names()[-1] == "locks.release"
     assert not ports.locks.held
+    # The is_rejected edge releases the lock itself: nothing ran in committed.
+    assert {c.state for c in log.calls} == {"deciding"}
 
 
-def test_ready_rejection_stays_a_transition_through_committed() -> None:
+def test_ready_rejection_goes_through_deciding_back_to_ready() -> None:
     root, _, _ = open_root()
     with pytest.raises(NoMatch):
         root.hot.remove("user", "nothing")
@@ -197,7 +205,7 @@ def test_read_only_refuses_every_mutation_before_touching_anything() -> None:
     assert log.calls == []
 
 
-def test_lock_timeout_takes_the_storage_failed_edge() -> None:
+def test_lock_timeout_takes_the_has_failed_edge_out_of_deciding() -> None:
     root, ports, _ = open_root()
     root.hot.add("user", "first")
     ports.locks.hold(LOCK_NAME)
@@ -220,6 +228,74 @@ def test_corrupt_source_is_reported_and_never_rewritten() -> None:
         root.hot.snapshot()
     with pytest.raises(CorruptStore):
         root.context.runtime_memory()
+
+
+def test_a_source_that_fails_after_locking_takes_the_has_failed_edge_which_unlocks() -> None:
+    root, ports, log = open_root()
+    root.hot.add("user", "first")
+    ports.files.put(SOURCE_PATH, b"{broken")
+    log.clear()
+    with pytest.raises(CorruptStore):
+        root.hot.add("user", "second")
+    assert log.names() == ["locks.acquire", "files.read", "locks.release"]
+    assert {c.state for c in log.calls} == {"deciding"}  # released by the edge, not by run
+    assert root._flow.state == "ready"
+    assert not ports.locks.held
+
+
+def raising_root(port: str, method: str, error: BaseException):
+    """A recorded root whose ``port`` raises ``error`` from ``method`` once armed."""
+    ports, log = memory_ports()
+    raising = RaisingPort(getattr(ports, port), method, error)
+    root = MemoryRoot.open("/unused", Config(), ports=attrs.evolve(ports, **{port: raising}))
+    log.probe = lambda: root._flow.state
+    return root, ports, log, raising
+
+
+@pytest.mark.parametrize(
+    ("error", "rest", "unlocked_in"),
+    [
+        # the engine stops in deciding: abort takes it to ready and unlocks
+        (KeyboardInterrupt(), "ready", "deciding"),
+        # the engine steps back to where the event found it, at rest: the operation unlocks
+        (RuntimeError("bug"), "committed", "committed"),
+    ],
+    ids=["KeyboardInterrupt", "RuntimeError"],
+)
+def test_an_exception_while_deciding_leaves_the_machine_at_rest_and_unlocked(
+    error, rest, unlocked_in
+) -> None:
+    root, ports, log, raising = raising_root("clock", "now_ms", error)
+    root.hot.add("user", "first")
+    before = dict(ports.files.files)
+    log.clear()
+    raising.armed = True
+    with pytest.raises(type(error)) as caught:
+        root.hot.add("user", "second")
+    assert caught.value is error
+    assert root._flow.state == rest
+    assert log.names() == ["locks.acquire", "files.read", "locks.release"]
+    assert [c.state for c in log.calls] == ["deciding", "deciding", unlocked_in]
+    assert not ports.locks.held and ports.files.files == before
+    assert root.hot.add("user", "second").entry_count == 2
+
+
+def test_an_exception_escaping_the_writes_aborts_without_writing_again() -> None:
+    """The engine falls back to deciding to abort; the verdict was taken on leaving it, so
+    the can_commit edge does not run the writes a second time."""
+    root, ports, log, raising = raising_root("files", "rename", RuntimeError("bug"))
+    root.hot.add("memory", "kept")
+    source = ports.files.files[SOURCE_PATH]
+    log.clear()
+    raising.armed = True
+    with pytest.raises(RuntimeError):
+        root.hot.add("memory", "lost")
+    assert ports.files.files[SOURCE_PATH] == source
+    assert log.names().count("files.write_temp") == 1  # the projection's, never retried
+    assert log.calls[-1].name == "locks.release" and log.calls[-1].state == "deciding"
+    assert root._flow.state == "ready"
+    assert not ports.locks.held
+    assert root.hot.add("memory", "next").entry_count == 2
 
 
 def test_opening_a_corrupt_root_succeeds_and_leaves_it_alone() -> None:
@@ -282,16 +358,18 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
 
     def record(log: CallLog) -> None:
         for call in log.calls:
-            observed.setdefault(call.state or "opening", set()).add(call.name)
+            if call.state is not None:  # a facade's own reads are no flow's
+                observed.setdefault(call.state.partition(":")[2], set()).add(call.name)
         log.clear()
 
     inner, log = memory_ports()
     inner.files.put("runtime/.memories.json.1.2.ab.tmp", b"left by a crashed writer")
     injector = FaultInjector()
     ports = faulty_ports(inner, injector)
+    log.probe = lambda: f"{FLOW}:opening"  # the machine is being built
     root = MemoryRoot.open("/unused", Config(), ports=ports)
     record(log)
-    log.probe = lambda: root._flow.state
+    log.probe = flow_probe(lambda: [root._flow])
     hot = root.hot
     injector.faults[injector.count + 4] = Fault(injector.count + 4, "fail")  # a rename
     with pytest.raises(StorageError):
@@ -324,6 +402,9 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
     )
     root._flow.run("compact", compaction=compaction)
     assert [e.content for e in hot.history("user")] == ["one"]
+    inner.files.put("runtime/USER.md", b"edited by hand\n")  # repaired by the next render
+    assert "three" in root.context.runtime_memory()
+    assert inner.files.files["runtime/USER.md"] == b"three\n"
     root.close()
     record(log)
     spec = load_flow(FLOW).spec
@@ -332,6 +413,6 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
         assert calls == declared, (
             f"{state}: undeclared {calls - declared}, unused {declared - calls}"
         )
-    assert set(observed) == {"opening", "committed"}
+    assert set(observed) == {"opening", "deciding", "committed", "repairing"}
     ported_states = {s for s, d in spec.states.items() if d.ports}
     assert ported_states == set(observed)

@@ -12,10 +12,18 @@ from mnemon_sm.errors import (
     CapacityExceeded,
     DuplicateEntry,
     InvalidInput,
+    LockTimeout,
     NoMatch,
 )
 from mnemon_sm.flows.hot.model import HotEntry, HotStore
-from mnemon_sm.flows.hot.rules import Commit, Rejected, Unchanged, check_request, plan_mutation
+from mnemon_sm.flows.hot.rules import (
+    Commit,
+    Rejected,
+    Unchanged,
+    check_request,
+    plan_mutation,
+    verdict,
+)
 
 T0, T1 = "2026-08-13T08:00:00.000Z", "2026-08-13T09:00:00.000Z"
 
@@ -150,6 +158,19 @@ def test_remove_receipt() -> None:
         "usage": {"used": 1, "limit": 10240},
         "removed": "a",
     }
+
+
+def test_the_verdict_names_the_edge_a_plan_takes_and_a_failure_wins() -> None:
+    s = store(("user", "a"))
+    committing = plan(s, action="add", target="user", content="b")
+    duplicate = plan(s, action="add", target="user", content="a")
+    rejected = plan(s, action="remove", target="user", old_text="zzz")
+    assert verdict(committing, None) == "commit"
+    assert verdict(duplicate, None) == "duplicate"
+    assert verdict(rejected, None) == "rejected"
+    for outcome in (None, committing, duplicate, rejected):
+        assert verdict(outcome, LockTimeout("held")) == "failed"
+    assert verdict(None, None) is None  # nothing decided: no edge holds
 
 
 # -- configuration ---------------------------------------------------------------------------

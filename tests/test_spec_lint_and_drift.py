@@ -85,9 +85,11 @@ def test_rendering_is_deterministic_and_shows_every_transition() -> None:
     assert mermaid.startswith("stateDiagram-v2\n")
     edges = [line for line in mermaid.splitlines() if "-->" in line and "[*]" not in line]
     assert len(edges) == len(flow.spec.transitions)
-    assert "committed --> ready : request_rejected" in mermaid
-    assert "committed --> committed : add (internal) ⟨" in mermaid
+    assert "deciding --> committed : #1 [can_commit]" in mermaid
+    assert "deciding --> ready : #3 [is_rejected] / release_lock" in mermaid
     assert re.search(r"^digraph", render_dot(flow.spec))
+    lifecycle = render_markdown(load_flow("agent_lifecycle"))
+    assert "idle --> idle : turn_ended (internal)" in lifecycle
 
 
 def test_specs_check_reports_drift(tmp_path: Path) -> None:

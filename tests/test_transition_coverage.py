@@ -36,7 +36,8 @@ def test_recorder_sees_transitions_of_new_machines() -> None:
     finally:
         recorder.uninstall()
     assert ("hot_memory_mutation", "opening", 1) in recorder.seen  # opening -> ready
-    assert ("hot_memory_mutation", "ready", 0) in recorder.seen  # ready --add--> committed
+    assert ("hot_memory_mutation", "ready", 0) in recorder.seen  # ready --add--> deciding
+    assert ("hot_memory_mutation", "deciding", 1) in recorder.seen  # --[can_commit]--> committed
     assert ("hot_memory_mutation", "committed", 0) not in recorder.seen
     assert len(recorder.missing()) == len(recorder.all()) - len(recorder.seen)
 

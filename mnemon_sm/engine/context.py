@@ -1,11 +1,12 @@
-"""A base for flow contexts whose steps report outcomes as internal events.
+"""The base of flow contexts: one machine, a caller event in, a result or a typed error out.
 
 A context owns one machine (started once) and the data of the operation in flight. The facade
 calls :meth:`FlowContext.perform` with a caller event; entry actions do the work and end by
 calling :meth:`FlowContext.settle` (a result) or :meth:`FlowContext.refuse` (a typed error),
-each of which raises the spec's internal outcome event. When the machine is back at rest,
-``perform`` returns the result or raises the error. Nothing is swallowed: an exception that is
-not a ``MnemonError`` propagates out of the engine with the state unchanged.
+each of which raises the spec's internal outcome event; a context whose outcomes are guarded
+edges instead (hot memory's) records them in :meth:`FlowContext.conclude`. When the machine is
+back at rest, ``perform`` returns the result or raises the error. Nothing is swallowed: an
+exception that is not a ``MnemonError`` propagates out of the engine with the state unchanged.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ __all__ = ["FlowContext"]
 
 
 class FlowContext:
-    """Base of the long-term flows' contexts."""
+    """Base of every flow context but the agent lifecycle's (whose machine lives as long as
+    its agent and answers no caller with a result)."""
 
     FLOW: ClassVar[str]
 
@@ -34,6 +36,7 @@ class FlowContext:
         self._result, self._error = None, None
         try:
             send(self._machine, self.FLOW, event, **kwargs)
+            self.conclude()
             if self._error is not None:
                 raise self._error
             return self._result
@@ -43,6 +46,11 @@ class FlowContext:
 
     def close(self) -> None:
         send(self._machine, self.FLOW, "close")
+
+    def conclude(self) -> None:
+        """Called when the machine is back at rest after a caller event, before the result is
+        read: a context whose outcomes are guarded edges (not outcome events) records its
+        result or error here."""
 
     def settle(self, machine: Machine, event: str, result: Any = None) -> None:
         """Record the result and raise the outcome event ``event``."""

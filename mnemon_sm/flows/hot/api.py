@@ -16,12 +16,11 @@ from typing import Any
 import attrs
 
 from mnemon_sm.config import Config
-from mnemon_sm.errors import CapacityExceeded, InvalidInput, ReadOnly, StorageError
+from mnemon_sm.errors import CapacityExceeded, InvalidInput, ReadOnly
 from mnemon_sm.flows.hot.context_text import ROUTING_GUIDANCE, render_runtime_memory
 from mnemon_sm.flows.hot.history import HistoryItem, HotHistory
 from mnemon_sm.flows.hot.maintenance import MaintenanceFlow
 from mnemon_sm.flows.hot.model import (
-    LOCK_NAME,
     SOURCE_PATH,
     TARGETS,
     HotEntry,
@@ -30,7 +29,7 @@ from mnemon_sm.flows.hot.model import (
 )
 from mnemon_sm.flows.hot.mutation import HotMutationFlow
 from mnemon_sm.flows.hot.rules import Commit, Receipt, Rejected, check_request, plan_mutation
-from mnemon_sm.flows.hot.store import SourceCache, repair_projections
+from mnemon_sm.flows.hot.store import SourceCache
 from mnemon_sm.flows.workers.runner import Delegate, host_only
 from mnemon_sm.ports import Ports
 from mnemon_sm.text import iso_ms
@@ -78,11 +77,6 @@ class Preview:
     changes: bool  # False: it is in effect already (an add equal to an entry)
 
 
-# Rendering waits at most this long for the lock to repair a projection; a busy lock only
-# postpones the repair to the next render (the text itself comes from the source).
-_REPAIR_WAIT_MS = 100
-
-
 class _Shared:
     """What the facades of one root share: ports, config, the source cache and a mutex."""
 
@@ -103,14 +97,12 @@ class _Shared:
             self.cache.stamp = stamp
         return store
 
-    def verify_projections(self, store: HotStore) -> None:
-        """Repair the projections unless each provably still matches ``store``.
+    def stale_projections(self, store: HotStore) -> bool:
+        """Whether a projection may no longer match ``store``.
 
         A projection verified before is only stat'ed; one that changed (a hand edit, a writer
-        that crashed between its projection and its commit) is compared and, if wrong,
-        repaired under the lock. A lock that cannot be taken postpones the repair to the next
-        call: rendering context must not fail because another writer is busy. A read-only
-        root repairs nothing (the text comes from the source either way).
+        that crashed between its projection and its commit) is compared; one that matches is
+        remembered as verified.
         """
         files, stamps = self.ports.files, self.cache.projection_stamps
         stale = False
@@ -124,21 +116,7 @@ class _Shared:
                 stamps[target] = stamp
             else:
                 stale = True
-        if stale and self.config.write_enabled:
-            self._repair()
-
-    def _repair(self) -> None:
-        files, locks = self.ports.files, self.ports.locks
-        try:
-            locks.acquire(LOCK_NAME, min(self.config.lock_timeout_ms, _REPAIR_WAIT_MS))
-        except StorageError:
-            return
-        try:
-            repair_projections(files, self.cache.load(files.read(SOURCE_PATH)))
-        except StorageError:
-            pass
-        finally:
-            locks.release(LOCK_NAME)
+        return stale
 
 
 class HotMemory:
@@ -295,19 +273,22 @@ class HotMemory:
 class Context:
     """The texts a host adds to model input on every turn."""
 
-    def __init__(self, shared: _Shared) -> None:
-        self._shared, self._delegate = shared, shared.delegate
+    def __init__(self, shared: _Shared, flow: HotMutationFlow) -> None:
+        self._shared, self._delegate, self._flow = shared, shared.delegate, flow
 
     @host_only
     def runtime_memory(self) -> str:
         """Both hot-memory files with the usage protocol.
 
         An unchanged store is answered from memory: no lock, no re-read of what is cached.
+        A projection found out of date is repaired by the hot-memory flow's ``repair`` event
+        (a busy lock postpones it; the text itself comes from the source).
         """
         shared = self._shared
         with shared.mutex:
             store = shared.current()
-            shared.verify_projections(store)
+            if shared.stale_projections(store):
+                self._flow.repair()
             cfg = shared.config
             return render_runtime_memory(store, cfg.user_limit, cfg.memory_limit)
 

@@ -4,33 +4,61 @@ Theory of operation
 -------------------
 The spec decides the order of work; this class only supplies the steps. Opening a root enters
 ``opening``, whose entry actions create the directories, take the lock, remove stale temporary
-files, reload the source and repair the projections. Each mutation is one event (``add``,
-``replace`` or ``remove``): its validators check the request before anything touches disk, then
-the pipeline of ``committed`` runs (lock, reload, apply the rules, commit, release, report) --
-as the entry actions when coming from ``ready``, as an internal transition when already there.
-A commit leaves the machine in ``committed``; any other outcome is reported as an internal
-event (``duplicate_found``, ``request_rejected``, ``storage_failed``) whose edge leads to
-``ready``. So the common path is one engine step. A read-only root's opening only reads the
+files, reload the source and repair the projections. A read-only root's opening only reads the
 source: it creates, locks, clears and repairs nothing (every mutation is refused by
-``check_writable`` before the pipeline runs). A compaction commit first preserves the
-entries it takes out (``preserve_entries``: one line appended to the hot-memory history, under
-the same lock, fsynced with the source before the commit point); a history that cannot be
-written fails the commit.
+``check_writable`` before anything else runs).
 
-Every pipeline step after the first decided outcome is skipped, and ``release_lock`` always
-runs, so the lock is never left held by an expected failure. Expected failures (a typed
-``RequestRejected`` from the rules, a ``StorageError`` from a port) become the outcome; any
-other exception propagates with the state unchanged, and :meth:`run` releases the lock on the
-way out. One machine instance serves every operation of the root.
+Each mutation is one event (``add``, ``replace``, ``remove``, or ``compact`` from capacity
+maintenance). Its validators check the request before anything touches disk; then
+``deciding`` takes the lock, reloads the source and applies the rules, which are pure
+(:func:`~mnemon_sm.flows.hot.rules.plan_mutation`,
+:func:`~mnemon_sm.flows.hot.compaction.plan_compaction`; the time comes from the clock port).
+Their plan, or a storage failure of the lock or the source, is the request's verdict
+(:func:`~mnemon_sm.flows.hot.rules.verdict`), and one guarded eventless edge per verdict leaves
+``deciding``: ``can_commit`` enters ``committed``; ``is_duplicate``, ``is_rejected`` and
+``has_failed`` release the lock on their way back to ``ready``, having written nothing. Leaving
+``deciding`` clears the verdict (its exit action), so its guards never hold again once it is
+left -- even when an exception escaping ``committed``'s writes makes the engine fall back to
+``deciding`` to fire ``abort``.
+
+``committed`` is the only state that writes: a compaction commit first preserves the entries it
+takes out (``preserve_entries``: one line appended to the hot-memory history, fsynced with the
+source before the commit point), then the commit protocol runs and the lock is released. A
+write that fails (a history that cannot be written fails the commit) records the failure, and
+``has_failed`` takes the machine from ``committed`` to ``ready``. A request that commits rests
+in ``committed``.
+
+Within one state a step after a recorded storage failure does nothing (the failure is the
+state's outcome, taken by its ``has_failed`` edge), and ``release_lock`` always runs, so the
+lock is never left held by an expected failure. Expected failures (a typed ``RequestRejected``
+from the rules, a ``StorageError`` from a port) become the outcome; any other exception
+propagates, and the lock is released on the way out (by ``abort`` when the engine stops in
+``deciding``, by :meth:`run` in any case). One machine instance serves every operation of the
+root.
+
+A render of context that finds a projection out of date (a hand edit, a writer that crashed
+between its projection and its commit) sends ``repair``: ``repairing`` takes the lock (waiting
+at most 100 ms), reloads the source and rewrites the projections, then goes back to ``ready``.
+A lock or a write that fails there only postpones the repair to the next render, and a
+read-only root repairs nothing.
+
+Data of a request travels with it: the event carries the request, and what the steps of one
+request produce (the reloaded store, the rules' outcome, the entries a compaction takes out, a
+storage failure, the verdict) is one frozen :class:`HotRun`, replaced step by step and dropped
+when the request ends. The only data kept between requests is whether the lock is held (a
+failed release is retried) and the source cache.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
+
 from mnemon_sm.config import Config
-from mnemon_sm.engine.flow import Machine, send, start
+from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import CorruptStore, MnemonError, ReadOnly, StorageError
 from mnemon_sm.flows.hot.compaction import Compaction, plan_compaction
@@ -39,11 +67,13 @@ from mnemon_sm.flows.hot.model import LOCK_NAME, RUNTIME_DIR, SOURCE_PATH, HotSt
 from mnemon_sm.flows.hot.rules import (
     Commit,
     Mutation,
+    Outcome,
     Receipt,
     Rejected,
-    Unchanged,
+    Verdict,
     check_request,
     plan_mutation,
+    verdict,
 )
 from mnemon_sm.flows.hot.store import (
     SourceCache,
@@ -54,35 +84,60 @@ from mnemon_sm.flows.hot.store import (
 from mnemon_sm.ports import Ports
 from mnemon_sm.text import iso_ms
 
-__all__ = ["HotMutationFlow"]
+__all__ = ["HotMutationFlow", "HotRun", "mutation_of"]
 
 FLOW = "hot_memory_mutation"
 
+# A repair waits at most this long for the lock; a busy lock only postpones the repair to the
+# next render (the text itself comes from the source).
+REPAIR_WAIT_MS = 100
+
+
+@attrs.frozen
+class HotRun:
+    """What the steps of one request have produced so far (empty between requests)."""
+
+    store: HotStore | None = None  # the source reloaded under the lock
+    outcome: Outcome | None = None  # the rules' plan
+    preserved: HistoryRound | None = None  # what a committing compaction takes out
+    sync_first: tuple[str, ...] = ()  # files to fsync before the commit point
+    failure: MnemonError | None = None  # the first storage failure
+    verdict: Verdict | None = None  # which edge leaves deciding; None once it is left
+
+
+_IDLE = HotRun()
+
+
+def mutation_of(request: Mapping[str, object]) -> Mutation | Compaction:
+    """The checked request an event carries: a compaction is checked by capacity maintenance
+    before it is sent; any other request by RULE-HOT-1/2. Pure; raises ``InvalidInput``."""
+    compaction = request.get("compaction")
+    if request.get("action") == "compact" and isinstance(compaction, Compaction):
+        return compaction
+    return check_request(**request)
+
 
 @flow_context("HotMutationFlow")
-class HotMutationFlow:
+class HotMutationFlow(FlowContext):
     """Drives one storage root's hot-memory machine. Not thread-safe: callers serialize."""
+
+    FLOW = FLOW
 
     def __init__(
         self, ports: Ports, config: Config, cache: SourceCache, history: HotHistory
     ) -> None:
         self.ports, self.config, self.cache, self.history = ports, config, cache, history
-        self.state: str | None = None  # the machine writes its state value here
-        self._mutation: Mutation | Compaction | None = None
-        self.kept = 0  # entries the last compaction kept
-        self._store: HotStore | None = None
-        self._outcome: Commit | Unchanged | Rejected | None = None
-        self._failure: MnemonError | None = None
-        self._preserved: HistoryRound | None = None  # what a compaction takes out
-        self._sync_first: tuple[str, ...] = ()  # to fsync before the commit point
-        self._locked = False
+        self._run = _IDLE
+        self._locked = False  # held across steps; a failed release keeps it set
         try:
-            self._machine: Machine = start(FLOW, self)
+            super().__init__()
         finally:
             if self._locked:  # an unexpected error or a failed release inside opening
                 self.release_lock()
-        if self._failure is not None and self.state == "closed":
-            raise self._failure
+        failure = self._run.failure
+        self._run = _IDLE
+        if failure is not None and self.state == "closed":
+            raise failure
 
     # -- driving ---------------------------------------------------------------------------
 
@@ -93,26 +148,35 @@ class HotMutationFlow:
         (for ``compact``: ``compaction``, a checked :class:`Compaction`); they travel as one
         ``request`` mapping (the engine reserves names like ``target``).
         """
-        self._mutation = self._store = self._outcome = self._failure = None
-        self._preserved, self._sync_first = None, ()
         try:
-            send(self._machine, FLOW, action, request={"action": action, **fields})
+            receipt: Receipt = self.perform(action, request={"action": action, **fields})
+            return receipt
         finally:
-            if self._locked:  # after a failed release or an unexpected exception
+            if self._locked:  # an unexpected exception escaped with the lock held
                 self.release_lock()
-        outcome, failure = self._outcome, self._failure
-        self._mutation = self._store = self._outcome = self._failure = None
-        if failure is not None:
-            self.cache.forget()  # a failed commit may have replaced a projection
-            raise failure
-        if isinstance(outcome, Rejected):
-            raise outcome.error
-        assert outcome is not None, f"{FLOW}: no outcome in state {self.state}"
-        return outcome.receipt
+                self._run = _IDLE
 
-    def close(self) -> None:
-        """Enter the final state; every later event raises ``IllegalEvent``."""
-        send(self._machine, FLOW, "close")
+    def repair(self) -> None:
+        """Rewrite the projections from the source under the lock (see the module); never
+        raises for a busy lock or a failed write: the next render tries again."""
+        with contextlib.suppress(StorageError):
+            self.perform("repair")
+
+    def conclude(self) -> None:
+        """Turn the request's run into its receipt or typed error."""
+        if self._locked:  # a release failed: try it once more before answering
+            self.release_lock()
+        run = self._run
+        if run.failure is not None:
+            self.cache.forget()  # a failed commit may have replaced a projection
+            self._error = run.failure
+        elif isinstance(run.outcome, Rejected):
+            self._error = run.outcome.error
+        elif run.outcome is not None:
+            self._result = run.outcome.receipt
+
+    def reset(self) -> None:
+        self._run = _IDLE
 
     # -- validators ------------------------------------------------------------------------
 
@@ -121,13 +185,9 @@ class HotMutationFlow:
             raise ReadOnly()
 
     def check_request(self, request: dict[str, object]) -> None:
-        compaction = request.get("compaction")
-        if request.get("action") == "compact" and isinstance(compaction, Compaction):
-            self._mutation = compaction
-        else:
-            self._mutation = check_request(**request)
+        mutation_of(request)
 
-    # -- pipeline steps (entry actions) ----------------------------------------------------
+    # -- steps (entry, exit and transition actions) ----------------------------------------
 
     def create_directories(self) -> None:
         """``runtime/``, ``state/`` and the hot-memory history file, empty (where a compaction
@@ -141,55 +201,69 @@ class HotMutationFlow:
             self.history.create(durability=self.config.durability)
 
     def acquire_lock(self) -> None:
-        if self._locked:  # a release failed earlier: try it again first
-            self.release_lock()
-        if self._undecided() and self.config.write_enabled:
-            self._attempt(self.ports.locks.acquire, LOCK_NAME, self.config.lock_timeout_ms)
-            self._locked = self._failure is None
+        self._lock(self.config.lock_timeout_ms)
+
+    def acquire_lock_briefly(self) -> None:
+        """The lock for a repair: waits at most ``REPAIR_WAIT_MS``."""
+        self._lock(min(self.config.lock_timeout_ms, REPAIR_WAIT_MS))
 
     def clear_stale_temps(self) -> None:
-        if self._undecided() and self.config.write_enabled:
+        if self._run.failure is None and self.config.write_enabled:
             self._attempt(clear_stale_temps, self.ports.files)
 
     def reload_source(self) -> None:
-        if self._undecided():
-            self._attempt(self._reload)
+        if self._run.failure is None:
+            store = self._attempt(self._reload)
+            if store is not None:
+                self._run = attrs.evolve(self._run, store=store)
 
     def repair_projections(self) -> None:
-        if self._undecided() and self._store is not None and self.config.write_enabled:
-            self._attempt(repair_projections, self.ports.files, self._store)
+        store = self._run.store
+        if self._run.failure is None and store is not None and self.config.write_enabled:
+            self._attempt(repair_projections, self.ports.files, store)
 
-    def apply_rules(self) -> None:
-        if self._undecided():
-            assert self._store is not None and self._mutation is not None
+    def apply_rules(self, request: dict[str, object]) -> None:
+        """Decide the request from the reloaded source, purely, with the clock's time; a
+        storage failure of the lock or the source is the decision instead."""
+        run, store = self._run, self._run.store
+        if run.failure is None:
+            assert store is not None
+            mutation = mutation_of(request)
             now = iso_ms(self.ports.clock.now_ms())
-            limit = self.config.limit(self._mutation.target)
-            if isinstance(self._mutation, Compaction):
-                self._outcome, done = plan_compaction(self._store, self._mutation, now, limit)
-                self.kept, self._preserved = done.kept, done.preserved
+            limit = self.config.limit(mutation.target)
+            if isinstance(mutation, Compaction):
+                outcome, done = plan_compaction(store, mutation, now, limit)
+                run = attrs.evolve(run, outcome=outcome, preserved=done.preserved)
             else:
-                self._outcome = plan_mutation(self._store, self._mutation, now, limit)
+                run = attrs.evolve(run, outcome=plan_mutation(store, mutation, now, limit))
+        self._run = attrs.evolve(run, verdict=verdict(run.outcome, run.failure))
+
+    def clear_verdict(self) -> None:
+        """Leaving ``deciding`` takes its verdict: none of its guards holds afterwards."""
+        self._run = attrs.evolve(self._run, verdict=None)
 
     def preserve_entries(self) -> None:
         """Append what a committing compaction takes out to the history (its fsync is left
         to the commit, which syncs it with the source before the commit point)."""
-        round_ = self._preserved
-        if self._failure is None and isinstance(self._outcome, Commit) and round_ is not None:
+        round_ = self._run.preserved
+        if round_ is not None:
             synced = self._attempt(self.history.append, round_, durability=self.config.durability)
-            self._sync_first = synced or ()
+            self._run = attrs.evolve(self._run, sync_first=synced or ())
 
     def commit(self) -> None:
-        outcome = self._outcome
-        if self._failure is None and isinstance(outcome, Commit):
-            assert self._store is not None
+        """The commit protocol for the decided plan, unless preserving the entries failed."""
+        run = self._run
+        if run.failure is None:
+            outcome = run.outcome
+            assert run.store is not None and isinstance(outcome, Commit)
             data = self._attempt(
                 commit,
                 self.ports.files,
-                self._store,
+                run.store,
                 outcome.store,
                 self.config.durability,
                 (outcome.target,),
-                self._sync_first,
+                run.sync_first,
             )
             if data is not None:
                 self.cache.remember(data, outcome.store, outcome.target)
@@ -201,38 +275,53 @@ class HotMutationFlow:
             try:
                 self.ports.locks.release(LOCK_NAME)
             except StorageError as exc:
-                self._failure = self._failure or exc
+                self._fail(exc)
                 return
             self._locked = False
-
-    def report_outcome(self, machine: Machine) -> None:
-        """Raise the internal event of a non-commit outcome (a commit raises nothing)."""
-        if self._failure is not None:
-            machine.raise_("storage_failed")
-        elif isinstance(self._outcome, Unchanged):
-            machine.raise_("duplicate_found")
-        elif isinstance(self._outcome, Rejected):
-            machine.raise_("request_rejected")
 
     # -- guards ----------------------------------------------------------------------------
 
     def is_unavailable(self) -> bool:
         """Opening could not take the lock or use the directory (a corrupt source is not
         unavailability: the root opens and every operation reports it)."""
-        return self._failure is not None and not isinstance(self._failure, CorruptStore)
+        failure = self._run.failure
+        return failure is not None and not isinstance(failure, CorruptStore)
+
+    def can_commit(self) -> bool:
+        """The rules' plan commits: only this edge leads to the writes."""
+        return self._run.verdict == "commit"
+
+    def is_duplicate(self) -> bool:
+        """The add equals an entry of the target: its receipt is the answer, nothing changes."""
+        return self._run.verdict == "duplicate"
+
+    def is_rejected(self) -> bool:
+        """The request broke a rule: its typed error is the answer, nothing changes."""
+        return self._run.verdict == "rejected"
+
+    def has_failed(self) -> bool:
+        """The lock, the source (``deciding``) or a write (``committed``) failed."""
+        return self._run.failure is not None
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _undecided(self) -> bool:
-        return self._failure is None and self._outcome is None
+    def _lock(self, timeout_ms: int) -> None:
+        if self._locked:  # a release failed earlier: try it again first
+            self.release_lock()
+        if self._run.failure is None and self.config.write_enabled:
+            self._attempt(self.ports.locks.acquire, LOCK_NAME, timeout_ms)
+            self._locked = self._run.failure is None
 
-    def _reload(self) -> None:
-        self._store = self.cache.load(self.ports.files.read(SOURCE_PATH))
+    def _reload(self) -> HotStore:
+        return self.cache.load(self.ports.files.read(SOURCE_PATH))
 
-    def _attempt(self, step: Any, *args: Any, **kwargs: Any) -> Any:
+    def _fail(self, exc: MnemonError) -> None:
+        if self._run.failure is None:  # the first failure is the one reported
+            self._run = attrs.evolve(self._run, failure=exc)
+
+    def _attempt(self, step: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return step(*args, **kwargs)
         except StorageError as exc:
-            if self._failure is None:
-                self._failure = exc
+            self._fail(exc)
             return None

@@ -3,8 +3,9 @@
 Nothing here does I/O. :func:`check_request` turns what a caller passed into a normalized
 :class:`Mutation` or raises ``InvalidInput``; :func:`plan_mutation` decides, from the freshly
 reloaded store, whether the mutation commits (and what the new store and receipt are), changes
-nothing (an exact duplicate add), or is rejected with a typed error. The flow calls them; the
-property tests call them directly against a reference model.
+nothing (an exact duplicate add), or is rejected with a typed error; :func:`verdict` names
+which way a decided request goes, the edge the flow's guards take out of ``deciding``. The
+flow calls them; the property tests call them directly against a reference model.
 
 Rules (RULE-HOT-n, cited by the spec and the tests):
 1. target is ``user`` or ``memory``; action is ``add``, ``replace`` or ``remove``; importance,
@@ -55,8 +56,10 @@ __all__ = [
     "Replacement",
     "Unchanged",
     "Usage",
+    "Verdict",
     "check_request",
     "plan_mutation",
+    "verdict",
 ]
 
 Action = Literal["add", "replace", "remove"]
@@ -136,6 +139,7 @@ class Rejected:
 
 
 Outcome = Commit | Unchanged | Rejected
+Verdict = Literal["commit", "duplicate", "rejected", "failed"]
 
 
 def check_request(
@@ -192,6 +196,20 @@ def plan_mutation(store: HotStore, m: Mutation, now: str, limit: int) -> Outcome
     )
     change = Replacement(found.content, m.content)
     return _checked(store, after, target, limit, "Entry replaced.", replaced=change)
+
+
+def verdict(outcome: Outcome | None, failure: Exception | None) -> Verdict | None:
+    """Which way a request goes once decided: a storage failure wins over any plan; None
+    when nothing was decided. Pure."""
+    if failure is not None:
+        return "failed"
+    if isinstance(outcome, Commit):
+        return "commit"
+    if isinstance(outcome, Unchanged):
+        return "duplicate"
+    if isinstance(outcome, Rejected):
+        return "rejected"
+    return None
 
 
 def _size(text: str) -> int:
