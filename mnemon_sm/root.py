@@ -22,7 +22,7 @@ from pathlib import Path
 
 import attrs
 
-from mnemon_sm.adapters.real import real_ports
+from mnemon_sm.adapters.real import RandomIds, real_ports
 from mnemon_sm.adapters.select import open_long_term
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.config import Config
@@ -58,6 +58,7 @@ def _open_long_term(
         lock_timeout_ms=config.lock_timeout_ms,
         default_store=os.environ.get("MNEMON_STORE", "").strip() or None,
         write_enabled=config.write_enabled,
+        new_id=(ports.ids or RandomIds()).new_id,
     )
     return LongTermMemory(
         catalog,
@@ -110,6 +111,7 @@ class MemoryRoot:
             path.as_posix(),
             lambda: self.long_term,
             self._delegate,
+            (ports.ids or RandomIds()).new_id,
         )
 
     @host_only

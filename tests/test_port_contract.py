@@ -6,19 +6,27 @@ passing it would prove nothing.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
-from mnemon_sm.adapters.real import REFERENCE_LOCKS, RealFiles, RealLocks, SystemClock
-from mnemon_sm.ports import Clock, Files, Locks, Ports, Stamp
+from mnemon_sm.adapters.real import (
+    REFERENCE_LOCKS,
+    RandomIds,
+    RealFiles,
+    RealLocks,
+    SystemClock,
+)
+from mnemon_sm.ports import Clock, Files, Ids, Locks, Ports, Stamp
 from mnemon_sm.testing.contract import (
     check_clock_contract,
     check_files_contract,
+    check_ids_contract,
     check_locks_contract,
 )
 from mnemon_sm.testing.faults import FaultInjector, faulty_ports
-from mnemon_sm.testing.memory import CallLog, FakeClock, MemoryFiles, MemoryLocks
+from mnemon_sm.testing.memory import CallLog, FakeClock, MemoryFiles, MemoryIds, MemoryLocks
 
 
 def _wrapped(files: Files, locks: Locks, clock: Clock) -> tuple[Ports, FaultInjector]:
@@ -40,6 +48,10 @@ def test_real_locks(tmp_path: Path, name: str) -> None:
 
 def test_real_clock() -> None:
     check_clock_contract(SystemClock())
+
+
+def test_random_ids() -> None:
+    check_ids_contract(RandomIds())
 
 
 # -- in-memory fakes ---------------------------------------------------------------------
@@ -65,6 +77,28 @@ def test_memory_locks() -> None:
 
 def test_fake_clock() -> None:
     check_clock_contract(FakeClock())
+
+
+def test_memory_ids_record_each_draw_and_repeat_a_seeded_sequence() -> None:
+    log = CallLog()
+    check_ids_contract(MemoryIds(log))
+    assert log.names() == ["ids.new_id"] * 200
+    check_ids_contract(MemoryIds(seed=1))
+    first, again, other = MemoryIds(seed=1), MemoryIds(seed=1), MemoryIds(seed=2)
+    drawn = [first.new_id() for _ in range(3)]
+    assert drawn == [again.new_id() for _ in range(3)]
+    assert not set(drawn) & {other.new_id() for _ in range(1000)}
+
+
+def test_faulty_ids_see_each_draw() -> None:
+    injector = FaultInjector()
+    ports = faulty_ports(
+        Ports(files=MemoryFiles(), locks=MemoryLocks(), clock=FakeClock(), ids=MemoryIds()),
+        injector,
+    )
+    assert ports.ids is not None
+    check_ids_contract(ports.ids, draws=10)
+    assert injector.names == ["ids.new_id"] * 10
 
 
 # -- fault-injecting wrappers with no faults planned -------------------------------------
@@ -194,3 +228,35 @@ class SecondsClock:
 def test_broken_clocks_fail_the_contract(clock: Clock, promise: str) -> None:
     with pytest.raises(AssertionError, match=promise):
         check_clock_contract(clock)
+
+
+class RepeatingIds:
+    def new_id(self) -> str:
+        return "00000000-0000-4000-8000-000000000001"
+
+
+class ShortIds:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def new_id(self) -> str:
+        self.n += 1
+        return f"doc-{self.n}"
+
+
+class UpperIds:
+    def new_id(self) -> str:
+        return str(uuid.uuid4()).upper()
+
+
+@pytest.mark.parametrize(
+    ("ids", "promise"),
+    [
+        (RepeatingIds(), "never repeated"),
+        (ShortIds(), "canonical UUID"),
+        (UpperIds(), "canonical UUID"),
+    ],
+)
+def test_broken_ids_fail_the_contract(ids: Ids, promise: str) -> None:
+    with pytest.raises(AssertionError, match=promise):
+        check_ids_contract(ids)

@@ -46,6 +46,7 @@ import os
 import stat
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -594,6 +595,15 @@ class SystemClock:
         return event.wait(timeout_ms / 1000)
 
 
+class RandomIds:
+    """Random (version 4) UUIDs, as the reference draws them."""
+
+    def new_id(self) -> str:
+        return str(uuid.uuid4())
+
+
 def real_ports(root: str | Path) -> Ports:
     """Ports on the local file system for the storage root ``root``."""
-    return Ports(files=RealFiles(root), locks=RealLocks(root), clock=SystemClock())
+    return Ports(
+        files=RealFiles(root), locks=RealLocks(root), clock=SystemClock(), ids=RandomIds()
+    )

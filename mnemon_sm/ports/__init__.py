@@ -29,7 +29,7 @@ from mnemon_sm.ports.embedder import Embedder
 from mnemon_sm.ports.long_term.port import LongTermStore
 from mnemon_sm.ports.workers import Workers
 
-__all__ = ["PORT_PROTOCOLS", "TEMP_NAME", "Clock", "Files", "Locks", "Ports", "Stamp"]
+__all__ = ["PORT_PROTOCOLS", "TEMP_NAME", "Clock", "Files", "Ids", "Locks", "Ports", "Stamp"]
 
 #: Every temporary file an adapter creates is named ``.<name>.<pid>.<epoch ms>.<hex>.tmp``
 #: (the reference's pattern), so an opener can recognise and remove what a crashed writer left.
@@ -141,13 +141,22 @@ class Clock(Protocol):
         ...
 
 
+class Ids(Protocol):
+    """Fresh identifiers (a document's id, a Memory Space's id): an input, like the time."""
+
+    def new_id(self) -> str:
+        """A new id, unique across processes and time: a UUID in its canonical text form."""
+        ...
+
+
 @attrs.frozen
 class Ports:
     """Everything a flow may use to reach the outside world.
 
     ``long_term`` (a ``LongTermStore``) and ``workers`` (a ``Workers``) are needed only by the
     long-term flows; a bundle for hot memory alone may leave them out. ``embedder`` (an
-    ``Embedder``) is optional: without one, relevance recall is lexical.
+    ``Embedder``) is optional: without one, relevance recall is lexical. ``ids`` (an ``Ids``)
+    is optional too: without one the root draws random UUIDs.
     """
 
     files: Files
@@ -156,6 +165,7 @@ class Ports:
     long_term: LongTermStore | None = None
     workers: Workers | None = None
     embedder: Embedder | None = None
+    ids: Ids | None = None
 
 
 #: The protocol of every field of :class:`Ports`, by field name: what ``<port>.<method>`` in a
@@ -167,4 +177,5 @@ PORT_PROTOCOLS: dict[str, type] = {
     "long_term": LongTermStore,
     "workers": Workers,
     "embedder": Embedder,
+    "ids": Ids,
 }

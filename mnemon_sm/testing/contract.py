@@ -9,16 +9,18 @@ message naming the broken promise.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 
 from mnemon_sm.errors import InvalidInput, LockTimeout, StorageError, UnknownInsight, UnknownSpace
-from mnemon_sm.ports import TEMP_NAME, Clock, Files, Locks
+from mnemon_sm.ports import TEMP_NAME, Clock, Files, Ids, Locks
 from mnemon_sm.ports.long_term.port import LongTermStore
 from mnemon_sm.ports.long_term.values import DraftEdge, DraftInsight, ImportDraft
 
 __all__ = [
     "check_clock_contract",
     "check_files_contract",
+    "check_ids_contract",
     "check_locks_contract",
     "check_long_term_contract",
 ]
@@ -131,6 +133,19 @@ def check_clock_contract(clock: Clock) -> None:
     done.set()
     assert clock.wait(done, 60_000) is True, "a set event ends the wait at once"
     assert done.waited, "the adapter waits through the event's own wait()"
+
+
+def check_ids_contract(ids: Ids, draws: int = 200) -> None:
+    """Check an ``Ids``: each id is a UUID in canonical text form, and no two are equal."""
+    drawn = [ids.new_id() for _ in range(draws)]
+    for text in drawn:
+        assert isinstance(text, str), "an id is a string"
+        try:
+            canonical = str(uuid.UUID(text))
+        except ValueError:
+            raise AssertionError("an id is a canonical UUID") from None
+        assert canonical == text, "an id is a canonical UUID"
+    assert len(set(drawn)) == draws, "ids are never repeated"
 
 
 def check_long_term_contract(store: LongTermStore) -> None:

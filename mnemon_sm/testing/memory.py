@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import uuid
 from collections.abc import Callable
 
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
@@ -24,7 +25,15 @@ from mnemon_sm.ports import Ports, Stamp
 from mnemon_sm.testing.calls import Call, CallLog
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 
-__all__ = ["Call", "CallLog", "FakeClock", "MemoryFiles", "MemoryLocks", "memory_ports"]
+__all__ = [
+    "Call",
+    "CallLog",
+    "FakeClock",
+    "MemoryFiles",
+    "MemoryIds",
+    "MemoryLocks",
+    "memory_ports",
+]
 
 
 def _check(path: str) -> None:
@@ -252,6 +261,21 @@ class MemoryLocks:
             self._released.notify_all()
 
 
+class MemoryIds:
+    """Ids recorded in the call log: random UUIDs, or with ``seed`` a repeatable sequence of
+    UUID-shaped ids (two fakes with different seeds never collide)."""
+
+    def __init__(self, log: CallLog | None = None, *, seed: int | None = None) -> None:
+        self.log = log if log is not None else CallLog()
+        self._next = None if seed is None else itertools.count(seed << 64)
+
+    def new_id(self) -> str:
+        self.log.record("ids", "new_id")
+        if self._next is None:
+            return str(uuid.uuid4())
+        return str(uuid.UUID(int=next(self._next)))
+
+
 class FakeClock:
     """A clock that moves only when told to.
 
@@ -307,5 +331,6 @@ def memory_ports(
         clock=clock,
         long_term=MemoryLongTermStore(clock, log),
         workers=BuiltinWorkers(),
+        ids=MemoryIds(log),
     )
     return ports, log
