@@ -20,13 +20,14 @@ __all__ = ["FlowContext"]
 
 
 class FlowContext:
-    """Base of every flow context but the agent lifecycle's (whose machine lives as long as
-    its agent and answers no caller with a result)."""
+    """Base of every flow context."""
 
     FLOW: ClassVar[str]
 
-    def __init__(self) -> None:
-        self.state: str | None = None  # the machine writes its state value here
+    def __init__(self, state: str | None = None) -> None:
+        """``state``: a persisted state to resume in (its entry actions do not run again);
+        None enters the initial state."""
+        self.state: str | None = state  # the machine writes its state value here
         self._result: Any = None
         self._error: MnemonError | None = None
         self._machine: Machine = start(self.FLOW, self)

@@ -43,7 +43,8 @@ from typing import Any, Protocol
 import attrs
 
 from mnemon_sm.config import Config
-from mnemon_sm.engine.flow import Machine, send, start
+from mnemon_sm.engine.context import FlowContext
+from mnemon_sm.engine.flow import Machine
 from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.lifecycle import cues
@@ -119,8 +120,15 @@ _review_ids = itertools.count(1)
 
 
 @flow_context("LifecycleFlow")
-class LifecycleFlow:
-    """One agent's lifecycle machine and data. Not thread-safe: the facade serializes."""
+class LifecycleFlow(FlowContext):
+    """One agent's lifecycle machine and data. Not thread-safe: the facade serializes.
+
+    Unlike the other flows' contexts, its data outlives an event: it is the agent's persisted
+    record. What one event produces for its caller (the messages of a ``pre_step``) is the
+    event's result.
+    """
+
+    FLOW = FLOW
 
     def __init__(
         self,
@@ -142,7 +150,6 @@ class LifecycleFlow:
         self.starter, self.applier, self.saver = starter, applier, saver
         self.review: ActiveReview | None = None
         r = restored or fresh(agent_id)
-        self.state: str | None = None if restored is None else r.state
         self.prime_pending, self.start_source, self.busy = r.prime_pending, r.start_source, r.busy
         self.ended: list[int] = list(r.ended_turns)
         self.deadline_ms, self.armed_turn = r.deadline_ms, r.armed_turn
@@ -150,14 +157,10 @@ class LifecycleFlow:
         self.earlier: Earlier | None = r.earlier
         self.lease: ReviewLease | None = r.review_lease
         self.last_review, self.counters = r.last_review, r.counters
-        self.output: list[Any] = []
         self.unsaved = unsaved
-        self._machine: Machine = start(FLOW, self)
+        super().__init__(None if restored is None else r.state)
 
     # -- driving ---------------------------------------------------------------------------
-
-    def send(self, event: str, **kwargs: Any) -> None:
-        send(self._machine, FLOW, event, **kwargs)
 
     @property
     def score(self) -> Score:
@@ -252,7 +255,7 @@ class LifecycleFlow:
             self.deadline_ms, self.armed_turn, self.unsaved = None, None, True
 
     def handle_pre_step(self, turn: int, step: int, messages: Sequence[Mapping[str, Any]]) -> None:
-        self.output = list(messages)
+        self._result = output = list(messages)
         c = self.config
         if not c.lifecycle_enabled:
             return
@@ -274,7 +277,7 @@ class LifecycleFlow:
         if text is None:
             return
         self._count(recall_cues=int(recall), writeback_cues=int(write))
-        self.output.append(cues.cue_message(text, f"mnemon-cue-{turn}-{next(_cue_ids)}"))
+        output.append(cues.cue_message(text, f"mnemon-cue-{turn}-{next(_cue_ids)}"))
         self.unsaved = True
 
     def record_stop(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> None:

@@ -105,8 +105,7 @@ class AgentLifecycle:
             self._refresh()
             counted = self._flow.activity.get(turn)
             messages = events.messages(messages, set(counted.message_ids) if counted else ())
-            self._dispatch("pre_step", turn=turn, step=step, messages=messages)
-            output = self._flow.output
+            output: list[Any] = self._dispatch("pre_step", turn=turn, step=step, messages=messages)
         self._notify()
         return output
 
@@ -260,11 +259,11 @@ class AgentLifecycle:
             self._dispatch(event, **kwargs)
         self._notify()
 
-    def _dispatch(self, event: str, **kwargs: Any) -> None:
-        """Send ``event`` (under the mutex and the agent's lock, refreshed); the spec's
-        ``persist`` actions write what it changed."""
+    def _dispatch(self, event: str, **kwargs: Any) -> Any:
+        """Send ``event`` (under the mutex and the agent's lock, refreshed) and return its
+        result; the spec's ``persist`` actions write what it changed."""
         try:
-            self._flow.send(event, **kwargs)
+            return self._flow.perform(event, **kwargs)
         finally:
             self._settled.notify_all()
 
