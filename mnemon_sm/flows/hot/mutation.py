@@ -38,7 +38,8 @@ root.
 
 A render of context that finds a projection out of date (a hand edit, a writer that crashed
 between its projection and its commit) sends ``repair``: ``repairing`` takes the lock (waiting
-at most 100 ms), reloads the source and rewrites the projections, then goes back to ``ready``.
+at most 100 ms), reloads the source and rewrites the projections, then raises ``repaired``,
+whose edge leads back to ``ready``.
 A lock or a write that fails there only postpones the repair to the next render, and a
 read-only root repairs nothing.
 
@@ -59,6 +60,7 @@ import attrs
 
 from mnemon_sm.config import Config
 from mnemon_sm.engine.context import FlowContext
+from mnemon_sm.engine.flow import Machine
 from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import CorruptStore, MnemonError, ReadOnly, StorageError
 from mnemon_sm.flows.hot.compaction import Compaction, plan_compaction
@@ -237,6 +239,12 @@ class HotMutationFlow(FlowContext):
             else:
                 run = attrs.evolve(run, outcome=plan_mutation(store, mutation, now, limit))
         self._run = attrs.evolve(run, verdict=verdict(run.outcome, run.failure))
+
+    def report_repaired(self, machine: Machine) -> None:
+        """Raise ``repaired``: an event, not an eventless edge, so an exception that escapes a
+        repair step leaves the machine in ``repairing``, from where ``abort`` releases the
+        lock (an unconditional eventless edge would be taken before ``abort`` could fire)."""
+        machine.raise_("repaired")
 
     def clear_verdict(self) -> None:
         """Leaving ``deciding`` takes its verdict: none of its guards holds afterwards."""
