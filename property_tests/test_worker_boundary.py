@@ -44,6 +44,7 @@ AT_REST = {
     "direct_search": "INV-SEA-2",
     "agent_search": "INV-ASK-2",
     "merge_spaces": "INV-MRG-2",
+    "memory_spaces": "INV-SPC-1",
     "document_search": "INV-DSR-2",
     "long_term_write": "INV-WR-3",
     "document_mutation": "INV-DOC-6",
@@ -286,6 +287,7 @@ DRIVERS: dict[
             "default", [s.id for s in root.long_term.spaces() if s.id != "default"]
         ),
     ),
+    "memory_spaces": (_prepare_long_term, lambda root: root.long_term.spaces()),
     "document_search": (
         lambda root, ports: root.documents.create("Runbook", "deploy steps"),
         lambda root: root.documents.search("deploy"),
@@ -302,12 +304,48 @@ DRIVERS: dict[
         lambda root, ports: root.hot.add("user", "User prefers black tea"),
         lambda root: root.hot.add("user", "User drinks it without sugar"),
     ),
-    "hot_memory_mutation.repairing": (  # a render that finds USER.md edited by hand
+}
+
+
+def _an_insight(root: MemoryRoot) -> str:
+    return root.long_term.search("deploy script").hits[0].insight.id
+
+
+def _another_space(root: MemoryRoot) -> str:
+    return next(s.id for s in root.long_term.spaces() if s.id != "default")
+
+
+# The states of a flow with several operations that its driver above does not reach.
+STATE_DRIVERS: dict[
+    tuple[str, str],
+    tuple[Callable[[MemoryRoot, Ports], object], Callable[[MemoryRoot], object]],
+] = {
+    ("direct_search", "relating"): (
+        _prepare_long_term,
+        lambda root: root.long_term.related(_an_insight(root), space="default"),
+    ),
+    ("direct_search", "reporting"): (
+        _prepare_long_term,
+        lambda root: root.long_term.status("default"),
+    ),
+    ("memory_spaces", "creating"): (
+        _prepare_long_term,
+        lambda root: root.long_term.create_space("Scratch", "Temporary notes"),
+    ),
+    ("memory_spaces", "updating"): (
+        _prepare_long_term,
+        lambda root: root.long_term.update_space("default", description="Facts of the project"),
+    ),
+    ("hot_memory_mutation", "repairing"): (  # a render that finds USER.md edited by hand
         lambda root, ports: root.hot.add("user", "User prefers black tea"),
         lambda root: (
             root._ports.files.put("runtime/USER.md", b"edited by hand\n"),  # type: ignore[attr-defined]
             root.context.runtime_memory(),
         ),
+    ),
+    ("memory_spaces", "deleting"): (
+        _prepare_merge,
+        lambda root: root.long_term.delete_space(_another_space(root)),
     ),
 }
 
@@ -331,7 +369,7 @@ def test_an_exception_in_any_abortable_state_brings_the_flow_back_to_rest(
         return original(self, *args, **kwargs)
 
     ports, _ = memory_ports()
-    prepare, operation = DRIVERS.get(f"{flow}.{state}") or DRIVERS[flow]
+    prepare, operation = STATE_DRIVERS.get((flow, state), DRIVERS[flow])
     prepare(_open(ports), ports)
     monkeypatch.setattr(loaded.context_class, action, once)  # machines built from now on
     root = _open(ports)
@@ -345,6 +383,7 @@ def test_an_exception_in_any_abortable_state_brings_the_flow_back_to_rest(
         "agent_search": lambda: root.long_term._agent,
         "long_term_write": lambda: root.long_term._write,
         "merge_spaces": lambda: root.long_term._merge,
+        "memory_spaces": lambda: root.long_term._spaces,
         "document_search": lambda: root.documents._search,
         "document_mutation": lambda: root.documents._flow,
         "hot_memory_maintenance": lambda: root._maintenance,
@@ -359,7 +398,7 @@ def test_an_exception_in_any_abortable_state_brings_the_flow_back_to_rest(
 
 def test_the_lifecycle_states_that_abort_are_the_review_states() -> None:
     assert [s for f, s in _abortable() if f == "agent_lifecycle"] == ["applying", "reviewing"]
-    assert {f for f, _ in _abortable()} == {d.split(".")[0] for d in DRIVERS} | {"agent_lifecycle"}
+    assert {f for f, _ in _abortable()} == set(DRIVERS) | {"agent_lifecycle"}
 
 
 def _reviewing_agent(root: MemoryRoot, ports: Ports) -> Any:

@@ -31,6 +31,7 @@ from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.documents.model import INDEX_PATH, render, slug
 from mnemon_sm.flows.documents.values import DocumentResult
 from mnemon_sm.ports import Ports
+from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.coverage import TransitionRecorder
 from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
@@ -458,8 +459,12 @@ class DroppingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def remember(self, space: str, content: str, **kwargs: Any) -> Any:
-        return self.inner.remember(space, content.replace(self.dropped, ""), **kwargs)  # type: ignore[attr-defined]
+    def remember(self, space: str, content: str | Prepared, **kwargs: Any) -> Any:
+        if isinstance(content, Prepared):  # an insight checked by the caller
+            changed = attrs.evolve(content, content=content.content.replace(self.dropped, ""))
+        else:
+            changed = content.replace(self.dropped, "")
+        return self.inner.remember(space, changed, **kwargs)  # type: ignore[attr-defined]
 
 
 def test_a_reference_is_confirmed_again_as_written() -> None:

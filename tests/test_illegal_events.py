@@ -36,6 +36,7 @@ def _contexts(root: MemoryRoot) -> dict[str, Callable[[], Any]]:
         "agent_search": lambda: root.long_term._agent,
         "long_term_write": lambda: root.long_term._write,
         "merge_spaces": lambda: root.long_term._merge,
+        "memory_spaces": lambda: root.long_term._spaces,
     }
 
 

@@ -6,14 +6,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
+import mnemon_sm
 from mnemon_sm import (
     Config,
+    CorruptStore,
     IllegalEvent,
     InactiveSpace,
     InvalidInput,
@@ -25,6 +29,7 @@ from mnemon_sm import (
 )
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.adapters.workers.routing import choose_space, merge_target
+from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.long_term.catalog import CATALOG_PATH
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
@@ -401,6 +406,85 @@ def test_a_root_whose_spaces_are_all_inactive_gets_a_general_space() -> None:
     assert [s.active for s in root.long_term.spaces() if s.id in old] == [False] * 3
 
 
+# -- space management and the deterministic reads ---------------------------------------
+
+
+def test_space_management_takes_each_outcome_edge_and_rests_in_idle() -> None:
+    root, ports, _ = seeded()
+    lt = root.long_term
+    scratch = lt.create_space("Scratch", "Temporary notes", active=True)
+    assert (scratch.name, scratch.active) == ("Scratch", True)
+    assert scratch.id in [s.id for s in lt.spaces()]
+    renamed = lt.update_space(scratch.id, name="Scratchpad", active=False)
+    assert (renamed.id, renamed.name, renamed.active) == (scratch.id, "Scratchpad", False)
+    lt.delete_space(scratch.id)
+    assert scratch.id not in [s.id for s in lt.spaces()]
+    assert scratch.id not in ports.long_term.spaces()  # the store went with it
+    refusals: list[tuple[type[MnemonError], Callable[[], object]]] = [
+        (InvalidInput, lambda: lt.create_space("", "no name")),
+        (UnknownSpace, lambda: lt.update_space("missing", name="x")),
+        (InvalidInput, lambda: lt.update_space("default", active="yes")),  # type: ignore[arg-type]
+        (UnknownSpace, lambda: lt.delete_space("missing")),
+    ]
+    for error, call in refusals:
+        before = snapshot(ports)
+        with pytest.raises(error):
+            call()
+        assert snapshot(ports) == before and lt._spaces.state == "idle"
+    for other in [s.id for s in lt.spaces() if s.id != "default"]:
+        lt.delete_space(other)
+    with pytest.raises(InvalidInput, match="last Memory Space"):
+        lt.delete_space("default")
+    assert [s.id for s in lt.spaces()] == ["default"]
+    ports.files.put(CATALOG_PATH, b"not json")
+    with pytest.raises(CorruptStore):
+        lt.spaces()
+    assert lt._spaces.state == "idle"
+
+
+def test_a_read_only_root_refuses_space_changes_before_any_port_call() -> None:
+    _, ports, log = seeded()
+    lt = MemoryRoot.open("/unused", Config(write_enabled=False), ports=ports).long_term
+    before = snapshot(ports)
+    for call in (
+        lambda: lt.create_space("Scratch", "Temporary notes"),
+        lambda: lt.update_space("default", active=False),
+        lambda: lt.delete_space("default"),
+    ):
+        log.clear()
+        with pytest.raises(ReadOnly):
+            call()
+        assert log.calls == [] and lt._spaces.state == "idle"
+    assert snapshot(ports) == before
+    assert len(lt.spaces()) == 2  # reads still work
+
+
+def test_related_and_status_take_each_outcome_edge_and_rest_in_idle() -> None:
+    root, ports, _ = seeded()
+    lt = root.long_term
+    first, second = (i.id for i in ports.long_term.list("default")[:2])
+    root.long_term.link(first, second, space="default", type="causal")
+    rows = lt.related(first, space="default")
+    assert second in [r["id"] for r in rows]
+    assert {(r["memoryBodyId"], r["memoryBodyName"]) for r in rows} == {
+        ("default", "General memory")
+    }
+    assert lt.status("default").total_insights == 3
+    inactive = next(s.id for s in lt.spaces() if not s.active)
+    assert lt.status(inactive).total_insights == 0  # an inactive space has a status too
+    failures: list[tuple[type[MnemonError], Callable[[], object]]] = [
+        (UnknownInsight, lambda: lt.related("missing", space="default")),
+        (InactiveSpace, lambda: lt.related(first, space=inactive)),
+        (UnknownSpace, lambda: lt.related(first, space="missing")),
+        (InvalidInput, lambda: lt.related(first, space="default", depth=99)),
+        (UnknownSpace, lambda: lt.status("missing")),
+    ]
+    for error, call in failures:
+        with pytest.raises(error):
+            call()
+        assert lt._direct.state == "idle"
+
+
 # -- port calls per state ----------------------------------------------------------------
 
 
@@ -409,7 +493,7 @@ def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
     included (a validator runs in idle, whose spec declares no port)."""
     root, ports, log = seeded()
     lt = root.long_term
-    flows = [lt._recall, lt._direct, lt._agent, lt._write, lt._merge]
+    flows = [lt._recall, lt._direct, lt._agent, lt._write, lt._merge, lt._spaces]
     log.probe = flow_probe(lambda: flows)
     log.clear()
     ports.long_term.create_space("found-on-disk")  # a store the catalog does not list yet
@@ -435,6 +519,64 @@ def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
     assert ("recall", "recalling") in observed and ("merge_spaces", "merging") in observed
 
 
+#: The states of space management and of the deterministic reads other than the search.
+SPACE_STATES = {
+    ("memory_spaces", state) for state in ("listing", "creating", "updating", "deleting")
+} | {("direct_search", "relating"), ("direct_search", "reporting")}
+
+
+def test_space_management_and_reads_make_exactly_the_port_calls_their_states_declare() -> None:
+    """Every port call of listing, creating, updating and deleting spaces, of related and of
+    status is made in a state of a flow (none by the facade itself) that declares it, and each
+    of those states makes every call it declares (a store found on disk is registered in each,
+    a catalog write)."""
+    root, ports, log = seeded()
+    lt = root.long_term
+    first, second = (i.id for i in ports.long_term.list("default")[:2])
+    lt.link(first, second, space="default")
+    log.probe = flow_probe(lambda: [lt._spaces, lt._direct])
+    created: list[str] = []
+    operations: list[Callable[[], object]] = [
+        lambda: lt.spaces(),
+        lambda: created.append(lt.create_space("Doomed", "Deleted below").id),
+        lambda: lt.update_space("default", description="Facts of the project"),
+        lambda: lt.delete_space(created[0]),
+        lambda: lt.related(first, space="default"),
+        lambda: lt.status("default"),
+    ]
+    found = iter(range(len(operations)))
+    observed: dict[tuple[str, str], set[str]] = {}
+    for operation in operations:
+        ports.long_term.create_space(f"found-{next(found)}")  # registered by the next step
+        log.clear()
+        operation()
+        assert [c.name for c in log.calls if c.state is None] == [], operation
+        for key, calls in calls_by_state(log.calls).items():
+            observed.setdefault(key, set()).update(calls)
+    assert undeclared(observed) == {}
+    assert set(observed) == SPACE_STATES
+    for flow, state in sorted(SPACE_STATES):
+        declared = set(load_flow(flow).spec.states[state].ports)
+        unused = declared - observed[(flow, state)]
+        assert not unused, f"{flow}.{state} declares calls it never makes: {unused}"
+
+
+def test_no_module_reaches_through_the_service_to_its_catalog_or_store() -> None:
+    """Callers use the service's named operations: only the service itself touches its
+    catalog and its store (tests may look inside)."""
+    package = Path(mnemon_sm.__file__).parent
+    service = package / "flows" / "long_term" / "service.py"
+    pattern = re.compile(r"\bservice\.(catalog|store)\b|getattr\([^)]*\.store\b")
+    found = [
+        f"{path.relative_to(package)}:{number}: {line.strip()}"
+        for path in sorted(package.rglob("*.py"))
+        if path != service
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert found == []
+
+
 def test_the_validators_are_pure() -> None:
     """A validator reads its arguments and the configuration only: no port call (not even a
     catalog read that would register a store found on disk) and nothing stored on the flow."""
@@ -447,6 +589,7 @@ def test_the_validators_are_pure() -> None:
     checks: list[tuple[object, Callable[[], None]]] = [
         (lt._write, lt._write.check_writable),
         (lt._merge, lt._merge.check_writable),
+        (lt._spaces, lt._spaces.check_writable),
     ]
     for context, requests in (
         (lt._recall, [search, {"query": "x", "space_ids": ["nope"]}, {"query": " "}]),
@@ -506,6 +649,12 @@ def test_closing_the_root_closes_every_long_term_flow() -> None:
         lambda: lt.ask("deploy"),
         lambda: lt.remember("x"),
         lambda: lt.merge("default", ["x"]),
+        lambda: lt.spaces(),
+        lambda: lt.create_space("Scratch", "Temporary notes"),
+        lambda: lt.update_space("default", active=False),
+        lambda: lt.delete_space("default"),
+        lambda: lt.status("default"),
+        lambda: lt.related("x", space="default"),
     ):
         with pytest.raises(IllegalEvent):
             call()

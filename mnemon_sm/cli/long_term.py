@@ -185,4 +185,4 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _only_space(root: MemoryRoot) -> str:
-    return root.long_term.service.catalog.writable(None).id
+    return root.long_term.service.write_target(None).id

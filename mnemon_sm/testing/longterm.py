@@ -20,6 +20,8 @@ import attrs
 
 from mnemon_sm.errors import InvalidInput, UnknownInsight, UnknownSpace
 from mnemon_sm.ports import Clock
+from mnemon_sm.ports.long_term import checks
+from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.long_term.values import (
     Capabilities,
     ForgetReceipt,
@@ -148,7 +150,7 @@ class MemoryLongTermStore:
     def remember(
         self,
         space: str,
-        content: str,
+        content: str | Prepared,
         *,
         category: str = "general",
         importance: int = 3,
@@ -156,6 +158,10 @@ class MemoryLongTermStore:
         entities: tuple[str, ...] = (),
         source: str = "user",
     ) -> RememberReceipt:
+        if isinstance(content, Prepared):  # checked by the caller: its fields as they are
+            item = checks.remembered(content, category, importance, tags, entities, source)
+            content, category, importance = item.content, item.category, item.importance
+            tags, entities, source = item.tags, item.entities, item.source
         self.log.record("long_term", "remember", space, content)
         s = self._space(space)
         text = content.strip()

@@ -91,6 +91,7 @@ from mnemon_sm.adapters.path_locks import path_lock
 from mnemon_sm.adapters.sqlite.reads import in_order
 from mnemon_sm.errors import InvalidInput, StorageError, UnknownSpace
 from mnemon_sm.ports.long_term import checks, layout
+from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.long_term.layout import DB_FILE
 from mnemon_sm.ports.long_term.values import (
     Capabilities,
@@ -425,7 +426,7 @@ class MnemonCliStore:
     def remember(
         self,
         space: str,
-        content: str,
+        content: str | Prepared,
         *,
         category: str = "general",
         importance: int = 3,
@@ -433,7 +434,7 @@ class MnemonCliStore:
         entities: tuple[str, ...] = (),
         source: str = "user",
     ) -> RememberReceipt:
-        item = checks.prepare(content, category, importance, tags, entities, source)
+        item = checks.remembered(content, category, importance, tags, entities, source)
         flags = ["--cat", item.category, "--imp", str(item.importance), "--source", item.source]
         if item.tags:
             flags += ["--tags", _joined(item.tags, "tags")]

@@ -61,6 +61,7 @@ from mnemon_sm.ports import Clock
 from mnemon_sm.ports.embedder import Embedder, Vectors
 from mnemon_sm.ports.embedder_checks import embed_checked
 from mnemon_sm.ports.long_term import checks, layout
+from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.long_term.layout import DB_FILE
 from mnemon_sm.ports.long_term.values import (
     Capabilities,
@@ -529,7 +530,7 @@ class EmbeddedStore:
     def remember(
         self,
         space: str,
-        content: str,
+        content: str | Prepared,
         *,
         category: str = "general",
         importance: int = 3,
@@ -537,7 +538,7 @@ class EmbeddedStore:
         entities: tuple[str, ...] = (),
         source: str = "user",
     ) -> RememberReceipt:
-        item = checks.prepare(content, category, importance, tags, entities, source)
+        item = checks.remembered(content, category, importance, tags, entities, source)
         return self._write(space, "remember", lambda tx: writes.remember(tx, item, self._ceiling))
 
     def link(

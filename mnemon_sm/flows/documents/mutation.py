@@ -458,7 +458,7 @@ def _confirm(
 
 def _insight_text(long_term: LongTermMemory, space: str, insight: str) -> str:
     try:
-        found = long_term.service.store.insights(space, [insight])
+        found = long_term.service.insights(space, [insight])
     except MnemonError:
         found = ()
     if not found:
@@ -496,4 +496,4 @@ def _withdraw(service: LongTermService, applied: Sequence[AppliedWrite]) -> None
             if write.tool == "mnemon_remember" and write.receipt.get("action") == "added":
                 service.forget(write.space_id, str(write.receipt["id"]))
             elif write.tool == "mnemon_memory_body_create" and write.created:
-                service.catalog.delete(write.space_id)
+                service.delete_space(write.space_id)

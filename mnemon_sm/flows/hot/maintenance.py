@@ -331,8 +331,8 @@ class MaintenanceFlow(FlowContext):
         if found is None or space_id not in (None, found.memory_body_id):
             return None
         try:
-            space = service.catalog.get(found.memory_body_id)
-            alive = space.active and service.store.insights(space.id, [found.id])
+            space = service.space(found.memory_body_id)
+            alive = space.active and service.insights(space.id, [found.id])
         except MnemonError:
             return None
         if not alive:
@@ -372,7 +372,7 @@ def _confirm(service: LongTermService, rows: list[ArchivedEntry], entries: list[
         by_space.setdefault(row.memory_body_id, []).append(row)
     for space_id, group in by_space.items():
         try:
-            space = service.catalog.get(space_id)
+            space = service.space(space_id)
         except MnemonError:
             space = None
         if space is None or not space.active:
@@ -381,7 +381,7 @@ def _confirm(service: LongTermService, rows: list[ArchivedEntry], entries: list[
                 f"source index {group[0].source_index} names space {space_id!r}, which is "
                 "not an active space",
             )
-        found = {i.id: i for i in service.store.insights(space.id, [r.id for r in group])}
+        found = {i.id: i for i in service.insights(space.id, [r.id for r in group])}
         for row in group:
             insight = found.get(row.id)
             if insight is None:

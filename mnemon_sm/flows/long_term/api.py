@@ -1,12 +1,14 @@
 """The public facade of the long-term tier: ``MemoryRoot.long_term``.
 
-Reads and writes that involve a model go through their flows (recall, agent search, writes);
-deterministic operations (direct search, space management, related, status) call the service.
-Deterministic operations of one root are serialized by the service's mutex, held per
-operation and per tool call of a worker, never while a worker thinks; each flow that runs a
-worker is serialized by a lock of its own (one machine per flow). So a slow recall worker
-delays the next recall, never a search, a space listing or hot memory. Every public method
-refuses to run inside a worker run (``Busy``).
+Operations are steps of flows: recall, agent search and writes run a worker; direct search,
+related and status are the deterministic reads (``direct_search``); listing, creating, updating
+and deleting spaces are ``memory_spaces``; merge is ``merge_spaces``. Bulk import and the
+store's own maintenance (vector backfill, side-index rebuild) call the service. Deterministic
+operations of one root are serialized by the service's mutex, held per operation and per tool
+call of a worker, never while a worker thinks; each flow that runs a worker is serialized by a
+lock of its own (one machine per flow). So a slow recall worker delays the next recall, never a
+search, a space listing or hot memory. Every public method refuses to run inside a worker run
+(``Busy``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mnemon_sm.flows.long_term.recall import (
     RecallFlow,
 )
 from mnemon_sm.flows.long_term.service import LongTermService, SearchResult
+from mnemon_sm.flows.long_term.spaces import SpacesFlow
 from mnemon_sm.flows.long_term.tools import ScopedTools
 from mnemon_sm.flows.long_term.write import MergeFlow, WriteFlow, WriteReceipt
 from mnemon_sm.flows.workers.requests import build_request
@@ -57,6 +60,7 @@ class LongTermMemory:
         self._agent = AgentSearchFlow(self.service, delegate)
         self._write = WriteFlow(self.service, delegate)
         self._merge = MergeFlow(self.service)
+        self._spaces = SpacesFlow(self.service)
         self._recall_lock, self._agent_lock, self._write_lock = (
             threading.RLock(),
             threading.RLock(),
@@ -92,13 +96,16 @@ class LongTermMemory:
     def spaces(self) -> tuple[Space, ...]:
         """Every Memory Space (stores found on disk are registered on the way)."""
         with self._mutex:
-            return self.service.spaces()
+            spaces: tuple[Space, ...] = self._spaces.perform("list")
+            return spaces
 
     @host_only
     def create_space(self, name: str, description: str, *, active: bool = False) -> Space:
         """Create a space; its id is chosen by the library (``default`` first)."""
+        request = {"name": name, "description": description, "active": active}
         with self._mutex:
-            return self.service.create_space(name, description, active=active)
+            space: Space = self._spaces.perform("create", request=request)
+            return space
 
     @host_only
     def update_space(
@@ -109,17 +116,16 @@ class LongTermMemory:
         description: str | None = None,
         active: bool | None = None,
     ) -> Space:
+        request = {"space": space, "name": name, "description": description, "active": active}
         with self._mutex:
-            return self.service.update_space(
-                space, name=name, description=description, active=active
-            )
+            updated: Space = self._spaces.perform("update", request=request)
+            return updated
 
     @host_only
     def delete_space(self, space: str) -> None:
         """Delete a space and its store (never the last one)."""
         with self._mutex:
-            self.service.check_write_target(None, pending=True)
-            self.service.catalog.delete(space)
+            self._spaces.perform("delete", request={"space": space})
 
     @host_only
     def merge(
@@ -140,7 +146,8 @@ class LongTermMemory:
     @host_only
     def status(self, space: str) -> SpaceStatus:
         with self._mutex:
-            return self.service.store.status(self.service.catalog.get(space).id)
+            status: SpaceStatus = self._direct.perform("status", request={"space": space})
+            return status
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -182,8 +189,10 @@ class LongTermMemory:
     def related(
         self, insight_id: str, *, space: str, depth: int = 2, edge: str | None = None
     ) -> list[dict[str, Any]]:
+        request = {"space": space, "insight_id": insight_id, "depth": depth, "edge": edge}
         with self._mutex:
-            return self.service.related(space, insight_id, depth=depth, edge_type=edge)
+            rows: list[dict[str, Any]] = self._direct.perform("related", request=request)
+            return rows
 
     @host_only
     def remember_many(
@@ -239,11 +248,7 @@ class LongTermMemory:
             InvalidInput: no embedder is configured, or the store ranks with its own engine
             (the Mnemon CLI). EmbeddingFailed: the embedder failed (vectors stored stay).
         """
-        embed = getattr(self.service.store, "embed_missing", None)
-        if embed is None:
-            raise InvalidInput("this long-term store computes no vectors (the Mnemon CLI)")
-        if getattr(self.service.store, "embedder", None) is None:
-            raise InvalidInput("no embedder is configured")
+        self.service.check_dense_backfill()
         total = 0
         for found in self.spaces():
             space_id = found.id
@@ -252,7 +257,7 @@ class LongTermMemory:
                 if progress is not None:
                     progress(space_id, done, of)
 
-            total += int(embed(space_id, progress=report))
+            total += self.service.embed_missing(space_id, progress=report)
         return total
 
     @host_only
@@ -260,13 +265,11 @@ class LongTermMemory:
         """Rebuild the side index of ``space``, or of every space, from ``mnemon.db`` (never
         needed for correctness; see the side index's staleness rules). Returns the spaces
         rebuilt. Raises ``InvalidInput`` when the store keeps no side index (the Mnemon CLI)."""
-        rebuild = getattr(self.service.store, "rebuild_index", None)
-        if rebuild is None:
-            raise InvalidInput("this long-term store keeps no side index (the Mnemon CLI)")
+        self.service.check_side_index()
         with self._mutex:
-            ids = [self.service.catalog.get(space).id] if space else [s.id for s in self.spaces()]
+            ids = [self.service.space(space).id] if space else [s.id for s in self.spaces()]
         for space_id in ids:
-            rebuild(space_id)
+            self.service.rebuild_index(space_id)
         return ids
 
     # -- writes (through the write worker) -------------------------------------------------
@@ -317,5 +320,12 @@ class LongTermMemory:
 
     def close(self) -> None:
         with self._recall_lock, self._agent_lock, self._write_lock, self._mutex:
-            for flow in (self._recall, self._direct, self._agent, self._write, self._merge):
+            for flow in (
+                self._recall,
+                self._direct,
+                self._agent,
+                self._write,
+                self._merge,
+                self._spaces,
+            ):
                 flow.close()

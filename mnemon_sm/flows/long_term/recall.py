@@ -7,6 +7,10 @@ later steps. Work happens in entry actions that end by settling a result or refu
 typed error, each an internal event of the spec. Whether the spaces a recall names exist and
 are active is a state of its own (``scoping``): reading the catalog may register the stores
 found on disk, a write.
+
+The direct-search flow holds the tier's other deterministic reads too (an insight's
+neighbours, a space's status): each is one step that reads the catalog and the store, its
+arguments checked there in the service's order (an unknown space before a bad depth).
 """
 
 from __future__ import annotations
@@ -131,10 +135,35 @@ class _SearchingFlow(FlowContext):
 
 @flow_context("DirectSearchFlow")
 class DirectSearchFlow(_SearchingFlow):
+    """The deterministic reads: the search, an insight's neighbours, a space's status."""
+
     FLOW = "direct_search"
 
     def rank(self, machine: Machine) -> None:
         self.settle(machine, "search_done", self._selected())
+
+    def find_related(self, machine: Machine, request: Mapping[str, Any]) -> None:
+        """Entry of ``relating`` (entered only by ``related``, whose request it gets)."""
+        try:
+            with self.service.mutex:
+                rows = self.service.related(
+                    request["space"],
+                    request["insight_id"],
+                    depth=request["depth"],
+                    edge_type=request["edge"],
+                )
+        except MnemonError as exc:
+            return self.refuse(machine, "related_failed", exc)
+        self.settle(machine, "related_found", rows)
+
+    def read_status(self, machine: Machine, request: Mapping[str, Any]) -> None:
+        """Entry of ``reporting`` (entered only by ``status``, whose request it gets)."""
+        try:
+            with self.service.mutex:
+                status = self.service.status(request["space"])
+        except MnemonError as exc:
+            return self.refuse(machine, "status_failed", exc)
+        self.settle(machine, "status_read", status)
 
 
 @flow_context("AgentSearchFlow")
@@ -203,7 +232,7 @@ class RecallFlow(FlowContext):
         if checked.get("space_ids"):
             try:
                 with self.service.mutex:
-                    self.service.catalog.readable(checked["space_ids"])
+                    self.service.readable_spaces(checked["space_ids"])
             except MnemonError as exc:
                 return self.refuse(machine, "spaces_refused", exc)
         self._request = checked

@@ -3,7 +3,9 @@
 Theory of operation
 -------------------
 Workers never touch a store directly: their granted tools call these methods, and so do the
-CLI and the host's own direct paths. Rules kept here:
+flows, the CLI and the host's own direct paths. Nobody reaches through the service to its
+catalog or its store: what a caller needs is a named method here (the space a reference
+names, the insights among some ids, the store's optional capabilities...). Rules kept here:
 
 - a search reads the active spaces (or the named ones, each of which must exist and be active),
   asks each for ``min(50, max(L, 3L))`` candidates, annotates every hit with the space's id and
@@ -12,6 +14,9 @@ CLI and the host's own direct paths. Rules kept here:
 - a write (remember, link, forget) goes to the named space, or the only active one; it is
   refused entirely when the root is read-only, and activates an inactive target once it
   succeeded;
+- a remember's insight is checked once, by :meth:`LongTermService.check_remember` (a worker's
+  tool stages what it returned); :meth:`LongTermService.remember_checked` stores that checked
+  value and the store takes it as it is, while a store called with raw text checks it itself;
 - merge reads the sources read-only, imports into the target (new ids, edges with their
   weights) and never writes to a source; sources are then deactivated, each recording the
   target as where its memories went, unless asked not to.
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -37,8 +42,9 @@ from mnemon_sm.flows.long_term.quality import (
     low_cutoff,
 )
 from mnemon_sm.ports.long_term import checks
-from mnemon_sm.ports.long_term.port import LongTermStore
+from mnemon_sm.ports.long_term.port import DenseBackfill, LongTermStore, SideIndex
 from mnemon_sm.ports.long_term.values import (
+    Capabilities,
     DraftEdge,
     DraftInsight,
     ImportDraft,
@@ -46,6 +52,7 @@ from mnemon_sm.ports.long_term.values import (
     Insight,
     RecallHit,
     RecallResult,
+    SpaceStatus,
 )
 
 __all__ = [
@@ -252,7 +259,35 @@ class LongTermService:
     # -- reads -----------------------------------------------------------------------------
 
     def spaces(self) -> tuple[Space, ...]:
+        """Every space, stores found on disk included (registering them: a catalog write)."""
         return self.catalog.list()
+
+    def space(self, space_id: str) -> Space:
+        """The space ``space_id``, active or not (``UnknownSpace`` if there is none)."""
+        return self.catalog.get(space_id)
+
+    def readable_spaces(self, space_ids: Sequence[str] | None = None) -> tuple[Space, ...]:
+        """The spaces a read may use: every active one, or the named ones, each of which must
+        exist and be active (``UnknownSpace``, ``InactiveSpace``)."""
+        return self.catalog.readable(space_ids)
+
+    def write_target(self, space_id: str | None) -> Space:
+        """The space a write goes to: the named one (active or not), else the only active
+        one (``InvalidInput`` when there is not exactly one)."""
+        return self.catalog.writable(space_id)
+
+    def capabilities(self) -> Capabilities:
+        """What the long-term store supports."""
+        return self.store.capabilities
+
+    def status(self, space_id: str) -> SpaceStatus:
+        """Counts and sizes of the space ``space_id``, active or not (read-only)."""
+        return self.store.status(self.catalog.get(space_id).id)
+
+    def insights(self, space_id: str, ids: Sequence[str]) -> tuple[Insight, ...]:
+        """The active insights among ``ids`` in the store ``space_id``, in the order given
+        (unknown, forgotten and repeated ids left out; read-only, no catalog read)."""
+        return self.store.insights(space_id, ids)
 
     def search(self, query: object, **options: Any) -> SearchResult:
         """The deterministic search over active (or named) spaces: :meth:`retrieve` (same
@@ -368,7 +403,9 @@ class LongTermService:
         entities: Sequence[object] = (),
         source: object = "user",
     ) -> dict[str, Any]:
-        draft = self.check_remember(
+        """Check every rule of a remember (:meth:`check_remember`), then store it
+        (:meth:`remember_checked`)."""
+        item = self.check_remember(
             content,
             space_id=space_id,
             category=category,
@@ -377,16 +414,18 @@ class LongTermService:
             entities=entities,
             source=source,
         )
+        return self.remember_checked(item, space_id=space_id)
+
+    def remember_checked(
+        self, item: checks.Prepared, *, space_id: str | None = None
+    ) -> dict[str, Any]:
+        """Store ``item``, an insight :meth:`check_remember` returned (a worker's remember is
+        checked once, when its tool stages it). The write target is checked again, as the
+        catalog may have changed since; the insight is not: the store takes the checked value
+        as it is (:meth:`LongTermStore.remember`)."""
+        self.check_write_target(space_id)
         space = self.catalog.writable(space_id)
-        receipt = self.store.remember(
-            space.id,
-            draft.content,
-            category=draft.category,
-            importance=draft.importance,
-            tags=draft.tags,
-            entities=draft.entities,
-            source=draft.source,
-        )
+        receipt = self.store.remember(space.id, item)
         try:
             return self._written(space, receipt.to_json())
         except MnemonError as exc:
@@ -489,6 +528,11 @@ class LongTermService:
         self._writable()
         return self.catalog.update(space_id, name=name, description=description, active=active)
 
+    def delete_space(self, space_id: str) -> None:
+        """Delete a space and its store (never the last one)."""
+        self._writable()
+        self.catalog.delete(space_id)
+
     def merge_spaces(
         self, target: str, sources: Sequence[str], *, deactivate_sources: bool = True
     ) -> dict[str, Any]:
@@ -519,7 +563,45 @@ class LongTermService:
             "edgesInserted": edges,
         }
 
+    # -- optional capabilities of the store -----------------------------------------------
+    #
+    # The embedded store computes vectors and keeps a side index; the Mnemon CLI does
+    # neither. Each ``check_*`` says whether the store can, without touching it; the
+    # operation itself runs without the mutex (it takes the store's own locks).
+
+    def check_dense_backfill(self) -> None:
+        """``InvalidInput`` unless the store computes vectors with a configured embedder."""
+        self._backfill()
+
+    def embed_missing(
+        self, space_id: str, *, progress: Callable[[int, int], None] | None = None
+    ) -> int:
+        """Compute the vectors the store ``space_id`` lacks; returns how many were computed
+        (``progress(done, total)`` after each batch). Raises as :meth:`check_dense_backfill`,
+        and ``EmbeddingFailed``."""
+        return self._backfill().embed_missing(space_id, progress=progress)
+
+    def check_side_index(self) -> None:
+        """``InvalidInput`` unless the store keeps a side index."""
+        self._side_index()
+
+    def rebuild_index(self, space_id: str) -> None:
+        """Rebuild the side index of the store ``space_id`` from its database."""
+        self._side_index().rebuild_index(space_id)
+
     # -- helpers ---------------------------------------------------------------------------
+
+    def _backfill(self) -> DenseBackfill:
+        if not isinstance(self.store, DenseBackfill):
+            raise InvalidInput("this long-term store computes no vectors (the Mnemon CLI)")
+        if self.store.embedder is None:
+            raise InvalidInput("no embedder is configured")
+        return self.store
+
+    def _side_index(self) -> SideIndex:
+        if not isinstance(self.store, SideIndex):
+            raise InvalidInput("this long-term store keeps no side index (the Mnemon CLI)")
+        return self.store
 
     def _writable(self) -> None:
         if not self._write_enabled:

@@ -10,7 +10,9 @@ tool of this run really returned, and takes its content from the ledger, never f
 worker's output.
 
 Writes are staged, not executed: a write tool checks its arguments exactly as the service will
-and answers with a provisional id (``pending-1``; a space created in the run is
+(a remember keeps the insight its check returned, and applying it stores that very value: each
+insight is checked once, here, not again by the service or the store) and answers with a
+provisional id (``pending-1``; a space created in the run is
 ``pending-space-1``), which later staged writes of the same run may use. A staged space
 creation keeps the ids of the spaces the run's listings returned (what its worker decided
 on), so that applying it adopts an identical space another writer created in the meantime
@@ -35,6 +37,7 @@ from mnemon_sm.convert import StructureFailed, register_camel_case, structure
 from mnemon_sm.errors import InvalidInput, MnemonError, ToolRefused
 from mnemon_sm.flows.long_term.service import LongTermService, SearchHit
 from mnemon_sm.flows.workers.runner import RunScope
+from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.workers import Cancellation
 
 __all__ = ["READ_TOOLS", "WRITE_TOOLS", "AppliedWrite", "NoTools", "ScopedTools"]
@@ -162,6 +165,7 @@ class StagedWrite:
     args: Any
     pending_id: str | None  # provisional id handed to the worker, if any
     seen: frozenset[str] | None = None  # a space creation: the space ids the run had listed
+    item: Prepared | None = None  # a remember: the insight its staging checked
 
 
 @attrs.frozen
@@ -258,7 +262,7 @@ class ScopedTools:
     # -- reads -----------------------------------------------------------------------------
 
     def _memory_bodies(self, _: NoArgs) -> list[dict[str, Any]]:
-        caps = attrs.asdict(self._service.store.capabilities)
+        caps = attrs.asdict(self._service.capabilities())
         spaces = self._service.spaces()
         self._listed.update(s.id for s in spaces)
         return [{**s.to_json(), "capabilities": caps} for s in spaces]
@@ -289,11 +293,16 @@ class ScopedTools:
     # -- staged writes ---------------------------------------------------------------------
 
     def _stage(
-        self, tool: str, args: Any, prefix: str | None, seen: frozenset[str] | None = None
+        self,
+        tool: str,
+        args: Any,
+        prefix: str | None,
+        seen: frozenset[str] | None = None,
+        item: Prepared | None = None,
     ) -> dict[str, Any]:
         def write() -> str | None:
             pending = None if prefix is None else f"{prefix}-{len(self.staged) + 1}"
-            self.staged.append(StagedWrite(tool, args, pending, seen))
+            self.staged.append(StagedWrite(tool, args, pending, seen, item))
             return pending
 
         pending = self.scope.stage(write)
@@ -303,7 +312,9 @@ class ScopedTools:
         return out
 
     def _remember(self, a: RememberArgs) -> dict[str, Any]:
-        self._service.check_remember(
+        """Stage a remember with the insight its check returned: applying it stores that
+        value, checked here once (the service and the store take it as it is)."""
+        item = self._service.check_remember(
             a.content,
             space_id=a.memory_body_id,
             pending=self._pending(a.memory_body_id),
@@ -313,7 +324,7 @@ class ScopedTools:
             entities=a.entities,
             source=a.source,
         )
-        return self._stage("mnemon_remember", a, "pending")
+        return self._stage("mnemon_remember", a, "pending", item=item)
 
     def _link(self, a: LinkArgs) -> dict[str, Any]:
         pending = self._pending(a.memory_body_id)
@@ -384,15 +395,8 @@ class ScopedTools:
                     if found is not None:
                         receipt = found
                     else:
-                        receipt = service.remember(
-                            a.content,
-                            space_id=space_id,
-                            category=a.category,
-                            importance=a.importance,
-                            tags=a.tags,
-                            entities=a.entities,
-                            source=a.source,
-                        )
+                        assert w.item is not None  # staged by _remember, with its check
+                        receipt = service.remember_checked(w.item, space_id=space_id)
                         if record is not None:
                             record(a, receipt)
                 elif w.tool == "mnemon_link":

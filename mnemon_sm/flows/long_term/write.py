@@ -169,7 +169,7 @@ class WriteFlow(_WritingFlow):
                 touched.add(w.pending_id)
             any_space = any_space or getattr(a, "memory_body_id", "") is None
         if any_space:
-            touched.update(s.id for s in self.service.catalog.list() if s.active)
+            touched.update(s.id for s in self.service.spaces() if s.active)
         return touched
 
     def _reject(self, machine: Machine, why: str) -> None:

@@ -57,6 +57,7 @@ __all__ = [
     "prepare",
     "query",
     "reason",
+    "remembered",
     "source_filter",
     "space_id",
     "weight",
@@ -162,6 +163,23 @@ def prepare(
         _labels(entities, "entities", ENTITIES_MAX, ENTITY_MAX_BYTES, comma_ok=False),
         str(source),
     )
+
+
+REMEMBER_DEFAULTS = ("general", 3, (), (), "user")  # remember's keyword fields, unset
+
+
+def remembered(
+    content_: Any, category_: Any, importance: Any, tags: Any, entities: Any, source: Any
+) -> Prepared:
+    """The insight a store's ``remember`` is asked to store: ``content_`` checked with the
+    fields (:func:`prepare`), or, when it is a :class:`Prepared` (checked already, by the
+    caller), that value as it is. A checked insight carries its own fields: given with other
+    fields than the defaults it is refused, never silently preferred."""
+    if isinstance(content_, Prepared):
+        if (category_, importance, tags, entities, source) != REMEMBER_DEFAULTS:
+            raise InvalidInput("a checked insight carries its own fields; give no others")
+        return content_
+    return prepare(content_, category_, importance, tags, entities, source)
 
 
 def rfc3339(value: Any, field: str) -> str:

@@ -13,9 +13,10 @@ oplog. Bad arguments raise ``InvalidInput``; a missing or deleted insight raises
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.long_term.values import (
     Capabilities,
     ForgetReceipt,
@@ -30,7 +31,10 @@ from mnemon_sm.ports.long_term.values import (
     SpaceStatus,
 )
 
-__all__ = ["LongTermStore"]
+if TYPE_CHECKING:
+    from mnemon_sm.ports.embedder import Embedder
+
+__all__ = ["DenseBackfill", "LongTermStore", "SideIndex"]
 
 
 @runtime_checkable
@@ -80,7 +84,7 @@ class LongTermStore(Protocol):
     def remember(
         self,
         space: str,
-        content: str,
+        content: str | Prepared,
         *,
         category: str = "general",
         importance: int = 3,
@@ -89,7 +93,13 @@ class LongTermStore(Protocol):
         source: str = "user",
     ) -> RememberReceipt:
         """Store an insight with automatic temporal and entity edges; byte-identical content
-        of an active insight is skipped and reported with the existing id."""
+        of an active insight is skipped and reported with the existing id.
+
+        ``content`` is the text, checked here with the keyword fields
+        (:func:`~mnemon_sm.ports.long_term.checks.prepare`), or an insight a caller checked
+        already (the :class:`~mnemon_sm.ports.long_term.checks.Prepared` that function
+        returned), stored as it is with the keyword fields left at their defaults
+        (:func:`~mnemon_sm.ports.long_term.checks.remembered`)."""
         ...
 
     def related(
@@ -138,4 +148,31 @@ class LongTermStore(Protocol):
     def import_draft(self, space: str, draft: ImportDraft) -> ImportReport:
         """Import a draft (used by merge): new ids, exact duplicates skipped and mapped,
         explicit edges single-direction with their weight and reason."""
+        ...
+
+
+@runtime_checkable
+class DenseBackfill(Protocol):
+    """An optional capability of a store: it computes the vectors of dense recall (the
+    embedded store; the Mnemon CLI does not)."""
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder of dense retrieval, if one is configured."""
+        ...
+
+    def embed_missing(
+        self, space: str, *, progress: Callable[[int, int], None] | None = None
+    ) -> int:
+        """Embed every insight of ``space`` that has no vector yet; returns how many."""
+        ...
+
+
+@runtime_checkable
+class SideIndex(Protocol):
+    """An optional capability of a store: it keeps a side index it can rebuild from its
+    database (the embedded store; the Mnemon CLI does not)."""
+
+    def rebuild_index(self, space: str) -> None:
+        """Rebuild the side index of ``space`` from its database."""
         ...
