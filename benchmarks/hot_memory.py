@@ -12,8 +12,9 @@ with those rounds (so disk noise hits every series alike), two floors with the s
 
 Figures are medians over blocks. Targets (see the README): mixed ops >= 0.8x the protocol
 floor at ``full``; rendering context for an unchanged store <= 0.05x one add. For scale it also
-prints one python-statemachine event on a three-state machine and the CPU cost of one mixed
-operation with in-memory ports (no I/O at all).
+prints the dispatcher the flows ran on (``engine``: ``MNEMON_SM_ENGINE``, compiled by default),
+one event on a three-state machine with python-statemachine and with the compiled dispatcher,
+and the CPU cost of one mixed operation with in-memory ports (no I/O at all).
 
 Maintenance: one round with the built-in workers at each limit (durability ``full``, embedded
 long-term store), each on a fresh copy of a full target: USER.md (4096 bytes, entries that
@@ -39,6 +40,7 @@ from pathlib import Path
 
 from mnemon_sm import Config, MemoryRoot
 from mnemon_sm.adapters.real import RealLocks
+from mnemon_sm.engine.flow import engine
 from mnemon_sm.flows.hot.model import LOCK_NAME
 
 ENTRY_BYTES = 100
@@ -197,6 +199,35 @@ def engine_event_us() -> float:
     return 1e6 / rate(lambda: machine.send("go"), n)
 
 
+_RING = """
+flow: ring
+summary: Three states in a ring, for scale.
+context: Ring
+resting: [a, b, c]
+states: {a: {description: A.}, b: {description: B.}, c: {description: C.}}
+events: {go: Go.}
+invariants: {}
+statechart:
+  states:
+    a: {initial: true, "on": {go: [{target: b}]}}
+    b: {"on": {go: [{target: c}]}}
+    c: {"on": {go: [{target: a}]}}
+"""
+
+
+def compiled_event_us() -> float:
+    """Cost of one event of the compiled dispatcher on the same three-state machine."""
+    from types import SimpleNamespace
+
+    from mnemon_sm.engine.compiled import CompiledMachine, compile_chart
+    from mnemon_sm.engine.spec import build_machine_class, parse_spec
+
+    spec = parse_spec(_RING, name="ring")
+    machine = CompiledMachine(compile_chart(spec, build_machine_class(spec)), SimpleNamespace())
+    n = 20000
+    return 1e6 / rate(lambda: machine.send("go"), n)
+
+
 def _seeded(path: Path, target: str, contents: list[tuple[str, str]]) -> None:
     from mnemon_sm.flows.hot.model import HotEntry, HotStore
 
@@ -260,7 +291,9 @@ def main() -> None:
         base = Path(tmp)
         result = {
             "python": platform.python_version(),
+            "engine": engine(),
             "engine_event_us": round(engine_event_us(), 1),
+            "compiled_event_us": round(compiled_event_us(), 2),
             "in_memory_mixed_op_us": round(in_memory_op_us(args.blocks, args.ops_per_block), 1),
             "durability": {
                 d: bench_durability(base, d, args.blocks, args.ops_per_block)

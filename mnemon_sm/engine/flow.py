@@ -18,25 +18,80 @@ a flow: the next operation works.
 Observers (for example the test suite's transition recorder) are registered process-wide with
 :func:`add_observer` and attached to every machine created afterwards; production code
 registers none, so they cost nothing.
+
+Two dispatchers run the same specs with the same semantics, and :func:`start` is the one place
+that picks one for every machine it creates. The default is the compiled dispatcher
+(:mod:`.compiled`, a table built from the spec at load); python-statemachine's own, the
+reference, is chosen by setting the environment variable ``MNEMON_SM_ENGINE=statemachine``
+(read once, at import; ``compiled`` names the default) or, in a test, by
+:func:`use_engine`. :func:`send` and the recovery below take a machine of either kind.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from statemachine import StateChart
 from statemachine.exceptions import TransitionNotAllowed
 
+from mnemon_sm.engine.compiled import CompiledMachine
 from mnemon_sm.engine.spec import ABORT, FlowSpec, load_flow
-from mnemon_sm.errors import IllegalEvent
+from mnemon_sm.errors import IllegalEvent, SpecError
 
-__all__ = ["Machine", "add_observer", "remove_observer", "send", "start", "state_of"]
+__all__ = [
+    "ENGINES",
+    "ENGINE_VARIABLE",
+    "Machine",
+    "add_observer",
+    "clear_queues",
+    "engine",
+    "remove_observer",
+    "send",
+    "start",
+    "state_of",
+    "use_engine",
+]
 
-Machine = StateChart[Any]
+
+class Machine(Protocol):
+    """What flows use of a running machine, whichever dispatcher runs it."""
+
+    @property
+    def current_state_value(self) -> Any: ...
+
+    def raise_(self, event: str, *args: Any, **kwargs: Any) -> Any: ...
+
+    def send(self, event: str, *args: Any, **kwargs: Any) -> Any: ...
+
+
 ObserverFactory = Callable[[str], object]
 _observers: list[ObserverFactory] = []
+
+ENGINE_VARIABLE = "MNEMON_SM_ENGINE"
+ENGINES = ("compiled", "statemachine")
+
+
+def _checked(name: str) -> str:
+    if name not in ENGINES:
+        raise SpecError(f"{ENGINE_VARIABLE} must be one of {', '.join(ENGINES)}, not {name!r}")
+    return name
+
+
+_engine = _checked(os.environ.get(ENGINE_VARIABLE, "") or "compiled")
+
+
+def engine() -> str:
+    """The dispatcher :func:`start` uses: ``compiled`` or ``statemachine``."""
+    return _engine
+
+
+def use_engine(name: str) -> str:
+    """Make :func:`start` use dispatcher ``name`` from now on; return the previous one."""
+    global _engine
+    previous, _engine = _engine, _checked(name)
+    return previous
 
 
 def add_observer(factory: ObserverFactory) -> None:
@@ -57,7 +112,10 @@ def start(flow: str, context: object, **initial_kwargs: Any) -> Machine:
     """
     loaded = load_flow(flow)
     listeners = [factory(flow) for factory in _observers]
-    return loaded.machine_class(model=context, listeners=listeners, **initial_kwargs)
+    if _engine == "compiled":
+        return CompiledMachine(loaded.chart, context, listeners, **initial_kwargs)
+    machine: Machine = loaded.machine_class(model=context, listeners=listeners, **initial_kwargs)
+    return machine
 
 
 def send(machine: Machine, flow: str, event: str, **kwargs: Any) -> None:
@@ -68,7 +126,7 @@ def send(machine: Machine, flow: str, event: str, **kwargs: Any) -> None:
     if event not in spec.external_events:
         raise IllegalEvent(flow=flow, state=state_of(machine), event=event)
     try:
-        getattr(machine, event)(**kwargs)  # the bound event: a little cheaper than send()
+        _fire(machine, event, kwargs)
     except TransitionNotAllowed:  # the state did not move
         raise IllegalEvent(flow=flow, state=state_of(machine), event=event) from None
     except BaseException:
@@ -76,16 +134,31 @@ def send(machine: Machine, flow: str, event: str, **kwargs: Any) -> None:
         raise
 
 
+def _fire(machine: Machine, event: str, kwargs: dict[str, Any]) -> None:
+    if type(machine) is CompiledMachine:
+        machine.send(event, **kwargs)
+    else:  # the reference: its bound event is a little cheaper than send()
+        getattr(machine, event)(**kwargs)
+
+
 def _recover(machine: Machine, spec: FlowSpec) -> None:
     """Put a machine whose step was interrupted back at rest (the caller re-raises)."""
     # The engine drops its queues only for an ``Exception``; a ``BaseException`` leaves the
     # events the interrupted step raised, which would run before the next caller's event.
-    machine._engine.clear()
+    clear_queues(machine)
     state = state_of(machine)
     if not any(t.source == state and t.event == ABORT for t in spec.transitions):
         return  # at rest, nothing to undo
     with contextlib.suppress(Exception):  # never hide the original exception
-        getattr(machine, ABORT)()
+        _fire(machine, ABORT, {})
+
+
+def clear_queues(machine: Machine) -> None:
+    """Drop the events queued on ``machine``, whichever dispatcher runs it."""
+    if isinstance(machine, CompiledMachine):
+        machine.clear()
+    else:
+        machine._engine.clear()  # type: ignore[attr-defined]
 
 
 def state_of(machine: Machine) -> str:

@@ -32,6 +32,9 @@ resting state, and ``abort`` must be an event ``raised_by: engine``: :mod:`.flow
 when an exception (``BaseException`` included) escapes a step there, so no flow is ever left
 in the middle of a run. (An exception inside an initial state's entry actions fails the
 machine's construction, so nothing remains to recover.)
+
+Loading also compiles the chart for the default dispatcher (:mod:`.compiled`); a spec that
+dispatcher cannot run exactly as python-statemachine would is a ``SpecError`` here.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from statemachine.exceptions import InvalidDefinition
 from statemachine.io import create_machine_class_from_definition
 
 from mnemon_sm.convert import StructureFailed, converter, structure
+from mnemon_sm.engine.compiled import CompiledChart, compile_chart
 from mnemon_sm.engine.registry import CONTEXT_NAME, context_class
 from mnemon_sm.errors import SpecError
 
@@ -189,13 +193,21 @@ class FlowSpec:
         return roles
 
 
+def _compile(loaded: LoadedFlow) -> CompiledChart:
+    return compile_chart(loaded.spec, loaded.machine_class)
+
+
 @attrs.frozen
 class LoadedFlow:
-    """A spec with its machine class and context class, built once per process."""
+    """A spec with its machine class, its context class and its compiled dispatch table
+    (:mod:`.compiled`), built once per process."""
 
     spec: FlowSpec
     machine_class: type[StateChart[Any]]
     context_class: type[Any]
+    chart: CompiledChart = attrs.field(
+        default=attrs.Factory(_compile, takes_self=True), eq=False, repr=False
+    )
 
 
 class _StrictLoader(yaml.SafeLoader):
