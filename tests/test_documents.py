@@ -34,9 +34,9 @@ from mnemon_sm.ports import Ports
 from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.coverage import TransitionRecorder
-from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
+from mnemon_sm.testing.faults import Fault, FaultInjector, RaisingPort, faulty_ports
 from mnemon_sm.testing.longterm import ScriptedWorkers
-from mnemon_sm.testing.maintenance import insight_contents, world
+from mnemon_sm.testing.maintenance import held_run_data, insight_contents, world
 from mnemon_sm.testing.memory import MemoryFiles, memory_ports
 from mnemon_sm.testing.snapshot import root_state
 
@@ -847,3 +847,122 @@ def test_withdrawing_a_failed_archive_deletes_only_the_spaces_it_created() -> No
     )
     assert [s.id for s in service.spaces()] == [general.id, theirs.id]
     assert service.store.insights(theirs.id, [str(receipt["id"])])
+
+
+# -- a request's data travels with its events ---------------------------------------------------
+
+
+class Rigged:
+    """The ports of one root whose archive worker and two ports can be told to misbehave:
+    ``mode`` is how the worker answers (``builtin``, ``decline``, ``race``: another writer
+    updates the document first, ``interrupt``: it raises ``KeyboardInterrupt``); ``files``
+    fails a ``write_temp`` and ``long_term`` a ``remember`` once armed."""
+
+    def __init__(self) -> None:
+        ports, _ = memory_ports()
+        self.mode = "builtin"
+        self.files = RaisingPort(ports.files, "write_temp", RuntimeError("disk controller"))
+        self.long_term = RaisingPort(ports.long_term, "remember", KeyboardInterrupt())
+        self.ports = attrs.evolve(
+            ports, files=self.files, long_term=self.long_term, workers=scripted(self.work)
+        )
+
+    def work(self, request: WorkerRequest, tools: ToolBox) -> object:
+        if self.mode == "interrupt":
+            raise KeyboardInterrupt
+        if self.mode == "race":
+            other = MemoryRoot.open("/roots/r", CONFIG, ports=self.ports)
+            other.documents.update(request.data["id"], content="changed while archiving")
+        answer = builtin(request, tools)
+        if self.mode == "decline":
+            return {**answer, "action": "failed", "summary": "no"}  # type: ignore[dict-item]
+        return answer
+
+
+def _declining(rig: Rigged, documents: Documents, ids: list[str]) -> object:
+    rig.mode = "decline"
+    return documents.archive(ids[0])
+
+
+def _racing(rig: Rigged, documents: Documents, ids: list[str]) -> object:
+    rig.mode = "race"
+    return documents.archive(ids[0])
+
+
+def _interrupting(rig: Rigged, documents: Documents, ids: list[str]) -> object:
+    rig.mode = "interrupt"
+    return documents.create("Runbook 3: deploy steps", BODY)
+
+
+def _failing_write(rig: Rigged, documents: Documents, ids: list[str]) -> object:
+    rig.files.armed = True  # in committing
+    return documents.create("Note", "a short note")
+
+
+def _failing_search(rig: Rigged, documents: Documents, ids: list[str]) -> object:
+    rig.files.armed = True  # in searching, recording the access times
+    return documents.search("Runbook")
+
+
+def _failing_remember(rig: Rigged, documents: Documents, ids: list[str]) -> object:
+    rig.long_term.armed = True  # in moving, applying the staged cold reference
+    return documents.archive(ids[0])
+
+
+#: Each kind of request, and the error it ends with (None: it succeeds).
+REQUEST_KINDS: dict[str, tuple[Callable[[Rigged, Documents, list[str]], object], Any]] = {
+    "create": (lambda rig, d, ids: d.create("Note", "a short note"), None),
+    "create that archives": (lambda rig, d, ids: d.create("Runbook 3: deploy steps", BODY), None),
+    "update": (lambda rig, d, ids: d.update(ids[2], content="short now"), None),
+    "update that archives": (lambda rig, d, ids: d.update(ids[2], content=BODY * 2), None),
+    "archive": (lambda rig, d, ids: d.archive(ids[0]), None),
+    "refused in planning": (lambda rig, d, ids: d.create("", "no title"), InvalidInput),
+    "refused by the plan": (
+        lambda rig, d, ids: d.create("Worker write", BODY, archive_if_full=False),
+        DocumentCapacityExceeded,
+    ),
+    "refused reference": (_declining, MaintenanceRejected),
+    "refused move": (_racing, DocumentConflict),
+    "worker interrupted": (_interrupting, KeyboardInterrupt),
+    "port failed while committing": (_failing_write, RuntimeError),
+    "port interrupted while moving": (_failing_remember, KeyboardInterrupt),
+    "search": (lambda rig, d, ids: d.search("Runbook"), None),
+    "search refused": (lambda rig, d, ids: d.search("Runbook", limit=0), InvalidInput),
+    "port failed while searching": (_failing_search, RuntimeError),
+}
+FAILING_WRITES = {"port failed while committing", "port failed while searching"}
+
+
+@pytest.mark.parametrize("kind", list(REQUEST_KINDS))
+def test_nothing_of_a_request_stays_on_the_flow(kind: str) -> None:
+    """INV-DOC-9: the run travels with the flow's events, so once a request ended, whatever
+    its end (a receipt, a refusal in any step, an exception from a port or the worker), the
+    document flows hold exactly what they held right after opening (their state apart), and
+    no worker's tool box is reachable from the root. A search's request travels the same
+    way."""
+    rig = Rigged()
+    root = MemoryRoot.open("/roots/r", CONFIG, ports=rig.ports)
+    contexts = (root.documents._flow, root.documents._search)
+    opened = [{k: v for k, v in vars(c).items() if k != "state"} for c in contexts]
+    ids = fill(root, rig.ports, 3)  # three documents fit, a fourth does not
+    run, error = REQUEST_KINDS[kind]
+    if error is None:
+        result = run(rig, root.documents, ids)
+        if isinstance(result, DocumentResult):
+            assert bool(result.archived) == ("archive" in kind)  # the path the kind names
+        else:
+            assert [h.document.id for h in result] == ids[::-1]  # type: ignore[attr-defined]
+    else:
+        with pytest.raises(error) as caught:
+            run(rig, root.documents, ids)
+        # The caller's exception keeps the frames it went through (the rigged port holds it):
+        # let go of them, as a caller that handled it would.
+        caught.value.with_traceback(None)
+    assert rig.files.fired == (kind in FAILING_WRITES)
+    assert rig.long_term.fired == (kind == "port interrupted while moving")
+    for context, before in zip(contexts, opened, strict=True):
+        after = {k: v for k, v in vars(context).items() if k != "state"}
+        assert after.keys() == before.keys(), kind
+        assert all(after[k] is before[k] for k in before), kind
+        assert context.state == "idle"
+    assert held_run_data(root) == []

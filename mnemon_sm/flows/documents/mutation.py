@@ -4,9 +4,9 @@ Theory of operation
 -------------------
 The machine starts in ``opening``, whose entry action repairs the crash windows of earlier
 writers under the index lock (:func:`~mnemon_sm.flows.documents.store.repair`), then rests in
-``idle``. A request is checked by pure validators; the action of its edge out of ``idle``
-makes it the run's data, and planning draws a create's id from the id source (``new_id``)
-the first time it plans it, so a request keeps one id however often it is planned again.
+``idle``. A request is checked by pure validators and enters ``planning``, whose step makes it
+a run (see below) and draws a create's id from the id source (``new_id``) the first time it
+plans it, so a request keeps one id however often it is planned again.
 
 Planning reads the index and, when a document must be archived, its file, under the index lock
 (so the snapshot is consistent), and turns the request into a
@@ -35,6 +35,27 @@ A rejected or failed request writes nothing:
 
 Documents archived earlier in one request stay archived if a later step fails (each was
 archived completely, with its reference).
+
+A request's data travels with its events
+----------------------------------------
+Everything one request knows is one frozen :class:`DocumentRun`: the checked request, its
+document id, the document chosen for archiving with its body, the worker's answer and tool
+box (its staged writes), the summary, the documents archived so far with the spaces holding
+their references, and the races lost to other writers. The caller's event carries the
+request into ``planning``, whose step creates the run from it (:meth:`DocumentRun.of`); every
+outcome event that leads to another step carries the run as its ``run`` keyword argument
+(python-statemachine passes event arguments to callbacks by name, guards included), and each
+step raises its outcome with an evolved copy (``attrs.evolve``). When an archive sends the
+request back to planning (``moved``, ``move_raced``, ``commit_raced``), the run comes back
+with what it learned: its id (drawn once), the documents already archived (never chosen
+again), the run id and the count of lost races (at most ``RACES_MAX``). The guard
+``is_manual`` reads the run's operation from the same argument.
+
+The context keeps no per-run attribute: between two steps the run exists only in the engine's
+queue of internal events, and when the request ends, by an outcome, a refusal or an exception
+(which drops the queue and fires ``abort``), nothing of it is left to reset or to leak into
+the next request. The only values the context holds are the root's collaborators and, for
+:meth:`FlowContext.perform`, the request's receipt or error.
 """
 
 from __future__ import annotations
@@ -79,11 +100,44 @@ from mnemon_sm.flows.long_term.tools import AppliedWrite, ScopedTools
 from mnemon_sm.ports import Clock, Files, Locks
 from mnemon_sm.text import collapse_whitespace, iso_ms
 
-__all__ = ["DocumentFlow"]
+__all__ = ["DocumentFlow", "DocumentRun"]
 
 PROMPT_CONTENT_MAX = 60_000  # characters of the body shown to the archive worker
 OPERATIONS = {"create", "update", "archive"}
 RACES_MAX = 64  # archives lost to other writers before one request gives up (DocumentConflict)
+
+
+@attrs.frozen(eq=False)
+class DocumentRun:
+    """One create, update or archive, carried by the events between its steps (see the module).
+
+    ``plan_request`` creates it from the checked request (:meth:`of`), draws a create's id the
+    first time it plans, and adds the document to archive, its body and the run id when the plan
+    overflows; ``run_worker`` adds the worker's raw result and its tool box (the staged writes
+    live there), ``confirm_reference`` the checked result and its summary, ``move_document``
+    the document it archived and the spaces holding its reference, or one more lost race.
+    """
+
+    op: str  # create | update | archive
+    request: Mapping[str, Any]  # the checked request, as the caller's event carried it
+    doc_id: str = ""  # a create's is drawn when it is first planned
+    victim: DocumentRecord | None = None  # the document to archive, as planned
+    victim_body: str = ""
+    run_id: str = ""  # named by the request's first archive
+    raw: object = None  # the worker's result, not yet checked
+    tools: ScopedTools | None = None
+    answer: DocumentArchiveResult | None = None  # the worker's result, checked
+    summary: str = ""  # the last archive's summary
+    spaces: tuple[str, ...] = ()  # spaces holding the references of the archives so far
+    archived: tuple[str, ...] = ()  # documents archived so far (for room, or by hand)
+    races: int = 0  # archives lost to other writers
+
+    @classmethod
+    def of(cls, request: Mapping[str, Any]) -> DocumentRun:
+        """The run of a checked request (a create's id is drawn later, in planning)."""
+        op = str(request["operation"])
+        doc_id = "" if op == "create" else str(request.get("id") or "").strip()
+        return cls(op, dict(request), doc_id)
 
 
 @flow_context("DocumentFlow")
@@ -108,20 +162,6 @@ class DocumentFlow(FlowContext):
         self.files, self.locks, self.clock, self.config = files, locks, clock, config
         self.root_path, self.long_term = root_path.rstrip("/"), long_term
         self.new_id, self.mutex = new_id, mutex
-        self._op = ""
-        self._request: dict[str, Any] = {}
-        self._doc_id = ""
-        self._draft: rules.Draft | None = None
-        self._victim: DocumentRecord | None = None
-        self._victim_body = ""
-        self._tools: ScopedTools | None = None
-        self._raw: object = None
-        self._summary = ""
-        self._spaces: list[str] = []
-        self._archived: list[str] = []
-        self._run_id = ""
-        self._result: DocumentArchiveResult | None = None
-        self._races = 0
         super().__init__()
 
     # -- validators ------------------------------------------------------------------------
@@ -134,7 +174,7 @@ class DocumentFlow(FlowContext):
         if request.get("operation") not in OPERATIONS:
             raise InvalidInput("operation must be create, update or archive")
 
-    # -- steps -----------------------------------------------------------------------------
+    # -- steps (entry actions; each receives the run from the event that led here) ---------
 
     def repair_crashes(self) -> None:
         """Entry of ``opening``: repair the crash windows of earlier writers (see
@@ -150,49 +190,51 @@ class DocumentFlow(FlowContext):
                 with self._locked():
                     store.repair(self.files)
 
-    def start_run(self, request: Mapping[str, Any]) -> None:
-        """Action of the request's edge out of ``idle``: the checked request becomes the
-        run's (a create's id is drawn when it is first planned)."""
-        self._op, self._request = str(request["operation"]), dict(request)
-        if self._op != "create":
-            self._doc_id = str(request.get("id") or "").strip()
-
-    def plan_request(self, machine: Machine) -> None:
-        if self._op == "create" and not self._doc_id:  # planned for the first time
-            self._doc_id = self.new_id()  # the id port
+    def plan_request(
+        self,
+        machine: Machine,
+        run: DocumentRun | None = None,
+        request: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Entry of ``planning``. The caller's event carries the checked ``request``, which
+        starts the run; an event that sends the run back to planning carries the ``run``."""
+        if run is None:
+            assert request is not None  # the caller's create, update or archive
+            run = DocumentRun.of(request)
+        if run.op == "create" and not run.doc_id:  # planned for the first time
+            run = attrs.evolve(run, doc_id=self.new_id())  # the id port
         try:
             store.ensure_dirs(self.files)
             with self._locked():  # the index and the chosen document's file, consistently
-                event = self._plan()
+                event, planned = self._plan(run)
         except MnemonError as exc:
             return self.refuse(machine, "plan_refused", exc)
-        machine.raise_(event)
+        machine.raise_(event, run=planned)
 
-    def _plan(self) -> str:
-        """``plan_fits`` (the draft is set) or ``plan_overflow`` (the victim and its body are
-        set); raises the request's typed error."""
+    def _plan(self, run: DocumentRun) -> tuple[str, DocumentRun]:
+        """``plan_fits`` with the run as it is, or ``plan_overflow`` with the document to
+        archive and its body; raises the request's typed error."""
         records = store.read_index(self.files)
-        if self._op == "archive":
-            victim = rules.find(records, self._doc_id)
+        if run.op == "archive":
+            victim = rules.find(records, run.doc_id)
             if victim.status != "active":
                 raise InvalidInput("only active documents can be archived")
-            return self._choose(victim)
-        draft = self._draft_on(records)
+            return self._choose(run, victim)
+        draft = self._draft_on(run, records)
         plan = rules.plan(records, draft, self.config.documents_active_limit)
         if plan.fits:
-            self._draft = draft
-            return "plan_fits"
-        left = [c for c in plan.candidates if c.id not in self._archived]
-        if not left or self._request.get("archive_if_full") is False:
+            return "plan_fits", run
+        left = [c for c in plan.candidates if c.id not in run.archived]
+        if not left or run.request.get("archive_if_full") is False:
             why = "archiving is off for this request" if left else "nothing is left to archive"
             raise rules.capacity_exceeded(plan, why)
-        return self._choose(left[0])
+        return self._choose(run, left[0])
 
-    def run_worker(self, machine: Machine) -> None:
-        victim = self._victim
+    def run_worker(self, machine: Machine, run: DocumentRun) -> None:
+        victim = run.victim
         assert victim is not None
         planned = f"{self.root_path}/{victim.path('archived')}"
-        content = self._victim_body
+        content = run.victim_body
         if len(content) > PROMPT_CONTENT_MAX:
             content = (
                 content[:PROMPT_CONTENT_MAX] + "\n[truncated here; the exact original stays at "
@@ -209,31 +251,30 @@ class DocumentFlow(FlowContext):
             "content": content,
         }
         try:
-            self._raw, tools = self.long_term().run_staged(
+            raw, tools = self.long_term().run_staged(
                 "document_archive", data, ARCHIVE_GRANTS, DocumentArchiveResult
             )
         except MnemonError as exc:
             return self.refuse(machine, "worker_failed", exc)
-        self._tools = tools
-        machine.raise_("worker_answered")
+        machine.raise_("worker_answered", run=attrs.evolve(run, raw=raw, tools=tools))
 
-    def confirm_reference(self, machine: Machine) -> None:
-        victim, tools = self._victim, self._tools
+    def confirm_reference(self, machine: Machine, run: DocumentRun) -> None:
+        victim, tools = run.victim, run.tools
         assert victim is not None and tools is not None
         planned = f"{self.root_path}/{victim.path('archived')}"
         try:
-            result = parse_result(self._raw, DocumentArchiveResult)
+            result = parse_result(run.raw, DocumentArchiveResult)
             summary = _checked(result)
             long_term = self.long_term()
             with long_term.mutex:
                 _check_staged(long_term, result, tools, planned, victim.content_hash)
         except MnemonError as exc:
             return self.refuse(machine, "reference_refused", exc)
-        self._result, self._summary = result, summary
-        machine.raise_("reference_confirmed")
+        checked = attrs.evolve(run, answer=result, summary=summary)
+        machine.raise_("reference_confirmed", run=checked)
 
-    def move_document(self, machine: Machine) -> None:
-        victim = self._victim
+    def move_document(self, machine: Machine, run: DocumentRun) -> None:
+        victim = run.victim
         assert victim is not None
         try:
             store.ensure_dirs(self.files)  # a directory swapped for a symlink meanwhile
@@ -242,32 +283,38 @@ class DocumentFlow(FlowContext):
                 records = parse_index(raw)
                 current = rules.find(records, victim.id)
                 if current.status != "active" or current.revision != victim.revision:
-                    self._races += 1
-                    if self._op == "archive" or self._races > RACES_MAX:
+                    races = run.races + 1
+                    if run.op == "archive" or races > RACES_MAX:
                         raise DocumentConflict(
                             "document changed while archival was running; the active copy "
                             "was preserved"
                         )
-                    machine.raise_("move_raced")  # room was made or used meanwhile: plan again
+                    # Room was made or used meanwhile: plan again.
+                    machine.raise_("move_raced", run=attrs.evolve(run, races=races))
                     return
-                archived = self._commit_move(current, records, raw)
+                archived, spaces = self._commit_move(run, current, records, raw)
                 # Committed: an active copy left by a failure here is removed by opening.
                 with contextlib.suppress(StorageError):
                     self.files.remove(current.path("active"))
         except MnemonError as exc:
             return self.refuse(machine, "move_refused", exc)
-        self._archived.append(victim.id)
-        if self._op == "archive":
-            return self.settle(machine, "moved", self._receipt("archived", archived, None))
-        machine.raise_("moved")
+        moved = attrs.evolve(run, spaces=spaces, archived=(*run.archived, victim.id))
+        if run.op == "archive":  # the guard ``is_manual`` ends the request here
+            self._result = self._receipt(moved, "archived", archived, None)
+        machine.raise_("moved", run=moved)
 
     def _commit_move(
-        self, current: DocumentRecord, records: tuple[DocumentRecord, ...], raw: bytes | None
-    ) -> DocumentRecord:
+        self,
+        run: DocumentRun,
+        current: DocumentRecord,
+        records: tuple[DocumentRecord, ...],
+        raw: bytes | None,
+    ) -> tuple[DocumentRecord, tuple[str, ...]]:
         """Apply the staged writes and confirm the reference, write the archived copy, commit
-        the index (call under the lock, revision checked). On any failure the files are put
-        back and the long-term writes withdrawn before the error goes on."""
-        tools, result = self._tools, self._result
+        the index (call under the lock, revision checked); returns the archived record and the
+        run's spaces, this archive's included. On any failure the files are put back and the
+        long-term writes withdrawn before the error goes on."""
+        tools, result = run.tools, run.answer
         assert tools is not None and result is not None
         planned = f"{self.root_path}/{current.path('archived')}"
         long_term = self.long_term()
@@ -276,7 +323,7 @@ class DocumentFlow(FlowContext):
             undo = store.Undo(self.files)
             try:
                 confirmed = _confirm(long_term, result, tools, applied, planned, current)
-                spaces = list(dict.fromkeys([*self._spaces, *confirmed]))
+                spaces = tuple(dict.fromkeys([*run.spaces, *confirmed]))
                 now = iso_ms(self.clock.now_ms())
                 archived = attrs.evolve(
                     current,
@@ -286,31 +333,30 @@ class DocumentFlow(FlowContext):
                     last_accessed_at=now,
                     archived_at=now,
                     revision=current.revision + 1,
-                    archive_summary=self._summary,
-                    memory_body_ids=tuple(spaces[:MEMORY_BODY_IDS_MAX]),
+                    archive_summary=run.summary,
+                    memory_body_ids=spaces[:MEMORY_BODY_IDS_MAX],
                 )
                 after = tuple(archived if r.id == current.id else r for r in records)
                 index = encode_index(after)
                 path = archived.path()
-                undo.write(path, render(archived, self._victim_body))
+                undo.write(path, render(archived, run.victim_body))
                 undo.write_over(INDEX_PATH, index, raw)
             except MnemonError:
                 undo.rollback()
                 _withdraw(tools.service, applied)
                 raise
-        self._spaces = spaces
-        return archived
+        return archived, spaces
 
-    def commit_mutation(self, machine: Machine) -> None:
+    def commit_mutation(self, machine: Machine, run: DocumentRun) -> None:
         try:
             store.ensure_dirs(self.files)  # a directory swapped for a symlink meanwhile
             with self._locked():
                 raw = self.files.read(INDEX_PATH)
                 records = parse_index(raw)
-                draft = self._draft_on(records)
+                draft = self._draft_on(run, records)
                 plan = rules.plan(records, draft, self.config.documents_active_limit)
                 if not plan.fits:
-                    machine.raise_("commit_raced")
+                    machine.raise_("commit_raced", run=run)
                     return
                 if draft.previous is None:
                     after = (*records, draft.record)
@@ -328,50 +374,45 @@ class DocumentFlow(FlowContext):
         except MnemonError as exc:
             return self.refuse(machine, "commit_failed", exc)
         action = "created" if draft.previous is None else "updated"
-        self.settle(machine, "committed", self._receipt(action, draft.record, draft.body))
+        self.settle(machine, "committed", self._receipt(run, action, draft.record, draft.body))
 
-    # -- guards ----------------------------------------------------------------------------
+    # -- guards (pure: the run in, the verdict out) ----------------------------------------
 
-    def is_manual(self) -> bool:
-        return self._op == "archive"
+    def is_manual(self, run: DocumentRun) -> bool:
+        return run.op == "archive"
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _choose(self, victim: DocumentRecord) -> str:
-        """Snapshot ``victim`` and its body for archiving (call under the lock, where a
-        missing file is really missing, not moved by another writer)."""
+    def _choose(self, run: DocumentRun, victim: DocumentRecord) -> tuple[str, DocumentRun]:
+        """``plan_overflow`` with ``victim`` and its body snapshotted for archiving (call under
+        the lock, where a missing file is really missing, not moved by another writer)."""
         data = self.files.read(victim.path())
         if data is None:
             raise InvalidInput(f"the file of document {victim.id} is missing")
-        self._victim, self._victim_body = victim, body_of(data)
-        if not self._run_id:
-            self._run_id = f"doc-{self.clock.now_ms()}-{victim.id[:8]}"
-        return "plan_overflow"
+        run_id = run.run_id or f"doc-{self.clock.now_ms()}-{victim.id[:8]}"
+        chosen = attrs.evolve(run, victim=victim, victim_body=body_of(data), run_id=run_id)
+        return "plan_overflow", chosen
 
-    def _draft_on(self, records: tuple[DocumentRecord, ...]) -> rules.Draft:
+    def _draft_on(self, run: DocumentRun, records: tuple[DocumentRecord, ...]) -> rules.Draft:
         return draft_on(
-            self.files, records, self._op, self._request, self._doc_id, self.clock, self.root_path
+            self.files, records, run.op, run.request, run.doc_id, self.clock, self.root_path
         )
 
     def _locked(self) -> store.IndexLock:
         return store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms)
 
-    def _receipt(self, action: str, record: DocumentRecord, body: str | None) -> DocumentResult:
+    def _receipt(
+        self, run: DocumentRun, action: str, record: DocumentRecord, body: str | None
+    ) -> DocumentResult:
         return DocumentResult(
             action,
             record,
             body,
-            tuple(self._archived),
-            self._run_id or None,
-            self._summary or None,
-            tuple(self._spaces),
+            run.archived,
+            run.run_id or None,
+            run.summary or None,
+            run.spaces,
         )
-
-    def reset(self) -> None:
-        self._op, self._request, self._doc_id, self._draft = "", {}, "", None
-        self._victim, self._victim_body, self._tools, self._raw = None, "", None, None
-        self._summary, self._spaces, self._archived, self._run_id = "", [], [], ""
-        self._result, self._races = None, 0
 
 
 def draft_on(

@@ -11,6 +11,11 @@ missing or unreadable is skipped, never an error. A read-only root records nothi
 no lock (which would create its file): it reads the committed index and files, each replaced
 atomically.
 
+As in every flow, a run's data travels with its events: the checked request exists only as the
+``search`` event's argument and in the one step it reaches; the context keeps no per-search
+attribute (only the root's collaborators and, for :meth:`FlowContext.perform`, the hits or the
+error), so nothing of a search, finished or interrupted, is left to reset.
+
 Recording the access is bookkeeping, never a reason to fail a search: when the lock file
 cannot be created (a read-only or full ``documents/``) the index is read without the lock (it
 is replaced atomically) and nothing is recorded; when the index write fails, the results are
