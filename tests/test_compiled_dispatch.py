@@ -414,3 +414,19 @@ def test_what_the_compiled_engine_does_not_support_fails_at_load() -> None:
         CompiledMachine(CHART, hooked())
     with pytest.raises(SpecError, match=r"callback '[a-z_]+' is not defined on the context"):
         CompiledMachine(CHART, type("Missing", (), {"state": None})())
+
+
+@pytest.mark.parametrize("name", ["source", "target", "state", "model", "transition"])
+def test_engine_flow_refuses_an_event_argument_the_engine_would_drop(
+    make: Make, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a lifecycle event carried ``source=``, which never reached its callback
+    (the engine passes the state left under that name); now such a send fails loudly and
+    nothing runs."""
+    loaded = LoadedFlow(SPEC, CLASS, UnitContext)
+    monkeypatch.setattr(engine_flow, "load_flow", lambda flow: loaded)
+    context, machine = started(make)
+    context.log.clear()
+    with pytest.raises(SpecError, match=f"reserves: {name}"):
+        engine_flow.send(machine, "unit", "go", **{name: "x"})
+    assert context.state == "idle" and context.log == []

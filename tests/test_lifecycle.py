@@ -273,6 +273,18 @@ def test_state_survives_a_restart_and_the_review_still_fires() -> None:
     assert again.status()["counters"]["reviews"] == 1
 
 
+def test_the_session_start_source_is_recorded_and_survives_a_restart() -> None:
+    """Regression: the source travelled as an event argument named ``source``, a name the
+    engine reserves (it passes the state left), so every session recorded ``Idle``."""
+    lc, _, ports = agent()
+    for source in ("resume", "clear", "startup"):
+        lc.session_start(source)
+        assert lc._flow.start_source == source
+        again = MemoryRoot.open("/r", Config(durability="off"), ports=ports).lifecycle("main")
+        assert again._flow.start_source == source
+        assert again._flow.snapshot().start_source == source
+
+
 @pytest.mark.parametrize(
     "edit",
     [

@@ -85,14 +85,14 @@ from mnemon_sm.errors import SpecError
 if TYPE_CHECKING:
     from mnemon_sm.engine.spec import FlowSpec
 
-__all__ = ["CompiledChart", "CompiledMachine", "compile_chart"]
+__all__ = ["ENGINE_KWARGS", "CompiledChart", "CompiledMachine", "compile_chart"]
 
 # python-statemachine's callback priorities (statemachine.callbacks.CallbackPriority).
 _GENERIC, _INLINE, _NAMING, _AFTER = 0, 10, 30, 40
 
 # Keyword arguments the engine supplies; an event's own arguments of these names are dropped,
 # as python-statemachine drops them.
-_ENGINE_KWARGS = frozenset(
+ENGINE_KWARGS = frozenset(
     {"event_data", "machine", "event", "model", "transition", "state", "source", "target"}
 )
 # What python-statemachine would pass that this engine does not build.
@@ -638,6 +638,6 @@ class CompiledMachine:
 
 
 def _without_engine_kwargs(kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
-    if _ENGINE_KWARGS.isdisjoint(kwargs):
+    if ENGINE_KWARGS.isdisjoint(kwargs):
         return kwargs
-    return {k: v for k, v in kwargs.items() if k not in _ENGINE_KWARGS}
+    return {k: v for k, v in kwargs.items() if k not in ENGINE_KWARGS}

@@ -53,15 +53,21 @@ class FlowContext:
         read: a context whose outcomes are guarded edges (not outcome events) records its
         result or error here."""
 
-    def settle(self, machine: Machine, event: str, result: Any = None) -> None:
-        """Record the result and raise the outcome event ``event``."""
+    def settle(self, machine: Machine, event: str, result: Any = None, **event_args: Any) -> None:
+        """Record the result and raise the outcome event ``event`` (with ``event_args``: the
+        run's data, for a guard on its edge)."""
         self._result = result
-        machine.raise_(event)
+        machine.raise_(event, **event_args)
 
-    def refuse(self, machine: Machine, event: str, error: MnemonError) -> None:
-        """Record the error and raise the outcome event ``event``."""
+    def refuse(self, machine: Machine, event: str, error: MnemonError, **event_args: Any) -> None:
+        """Record the error and raise the outcome event ``event`` (with ``event_args``)."""
         self._error = error
-        machine.raise_(event)
+        machine.raise_(event, **event_args)
+
+    def answer(self, result: Any = None, error: MnemonError | None = None) -> None:
+        """Record the operation's result or error without raising an event: for an outcome
+        that is a guarded edge already taken (or about to be, in :meth:`conclude`)."""
+        self._result, self._error = result, error
 
     def discard_run(self) -> None:
         """Action of the spec's ``abort`` transition: drop the interrupted run's data (its

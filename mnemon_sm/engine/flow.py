@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from statemachine.exceptions import TransitionNotAllowed
 
-from mnemon_sm.engine.compiled import CompiledMachine
+from mnemon_sm.engine.compiled import ENGINE_KWARGS, CompiledMachine
 from mnemon_sm.engine.spec import ABORT, FlowSpec, load_flow
 from mnemon_sm.errors import IllegalEvent, SpecError
 
@@ -125,6 +125,11 @@ def send(machine: Machine, flow: str, event: str, **kwargs: Any) -> None:
     spec = load_flow(flow).spec
     if event not in spec.external_events:
         raise IllegalEvent(flow=flow, state=state_of(machine), event=event)
+    if kwargs and not ENGINE_KWARGS.isdisjoint(kwargs):
+        # The engine passes its own value under these names (``source`` is the state left),
+        # so an event argument named so would never reach a callback: refuse it loudly.
+        reserved = ", ".join(sorted(ENGINE_KWARGS.intersection(kwargs)))
+        raise SpecError(f"{flow}: event {event} carries arguments the engine reserves: {reserved}")
     try:
         _fire(machine, event, kwargs)
     except TransitionNotAllowed:  # the state did not move

@@ -300,7 +300,8 @@ class DocumentFlow(FlowContext):
             return self.refuse(machine, "move_refused", exc)
         moved = attrs.evolve(run, spaces=spaces, archived=(*run.archived, victim.id))
         if run.op == "archive":  # the guard ``is_manual`` ends the request here
-            self._result = self._receipt(moved, "archived", archived, None)
+            receipt = self._receipt(moved, "archived", archived, None)
+            return self.settle(machine, "moved", receipt, run=moved)
         machine.raise_("moved", run=moved)
 
     def _commit_move(

@@ -170,7 +170,7 @@ class MaintenanceFlow(FlowContext):
     def report_overflow(self, overflow: CapacityExceeded) -> None:
         """Action of the ``overflowed`` edge that runs no maintenance: the add's own error
         is the operation's outcome, unchanged."""
-        self._error = overflow
+        self.answer(error=overflow)
 
     # -- steps (entry actions; each receives the run from the event that led here) ---------
 

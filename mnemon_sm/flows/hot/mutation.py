@@ -171,11 +171,11 @@ class HotMutationFlow(FlowContext):
         run = self._run
         if run.failure is not None:
             self.cache.forget()  # a failed commit may have replaced a projection
-            self._error = run.failure
+            self.answer(error=run.failure)
         elif isinstance(run.outcome, Rejected):
-            self._error = run.outcome.error
+            self.answer(error=run.outcome.error)
         elif run.outcome is not None:
-            self._result = run.outcome.receipt
+            self.answer(run.outcome.receipt)
 
     def reset(self) -> None:
         self._run = _IDLE

@@ -243,11 +243,11 @@ class LifecycleFlow(FlowContext):
 
     # -- actions ---------------------------------------------------------------------------
 
-    def start_session(self, source: str = "startup") -> None:
+    def start_session(self, session_source: str = "startup") -> None:
         self.deadline_ms, self.armed_turn = None, None
         self.activity.clear()
         self.earlier = None
-        self.prime_pending, self.start_source = True, str(source)
+        self.prime_pending, self.start_source = True, session_source
         self.unsaved = True
 
     def clear_deadline(self) -> None:
@@ -255,7 +255,8 @@ class LifecycleFlow(FlowContext):
             self.deadline_ms, self.armed_turn, self.unsaved = None, None, True
 
     def handle_pre_step(self, turn: int, step: int, messages: Sequence[Mapping[str, Any]]) -> None:
-        self._result = output = list(messages)
+        output = list(messages)
+        self.answer(output)  # the messages to enter, a cue appended below
         c = self.config
         if not c.lifecycle_enabled:
             return

@@ -94,7 +94,7 @@ class AgentLifecycle:
 
     @host_only
     def session_start(self, source: str = "startup") -> None:
-        self._send("session_start", source=events.session_source(source))
+        self._send("session_start", session_source=events.session_source(source))
 
     @host_only
     def pre_step(self, turn: int, step: int, messages: Sequence[Mapping[str, Any]]) -> list[Any]:
