@@ -165,6 +165,19 @@ def test_a_transient_state_must_abort_to_rest_with_an_engine_event() -> None:
         parse_spec(elsewhere, name="demo")
 
 
+def test_a_state_that_can_abort_may_not_leave_by_an_unguarded_eventless_edge() -> None:
+    """Regression: hot memory's repairing state left by such an edge, which the engine took
+    before abort, so a KeyboardInterrupt in a repair step left the lock held."""
+    eventless = "      transitions:\n        - {target: done%s}\n    done:\n"
+    unguarded = ABORTING.replace("    done:\n", eventless % "", 1)
+    with pytest.raises(SpecError, match="busy can abort, so it may not leave by an unguarded"):
+        parse_spec(unguarded, name="demo")
+    guarded = ABORTING.replace("    done:\n", eventless % ", cond: is_ready", 1)
+    assert ("busy", "", "done") in [
+        (t.source, t.event, t.target) for t in parse_spec(guarded, name="demo").transitions
+    ]
+
+
 @pytest.mark.parametrize(
     "error", [KeyboardInterrupt(), SystemExit(2), GeneratorExit(), RuntimeError("boom")]
 )

@@ -30,7 +30,9 @@ exception raised by a callback propagates.
 Every state that is neither resting nor initial must declare an ``abort`` transition to a
 resting state, and ``abort`` must be an event ``raised_by: engine``: :mod:`.flow` fires it
 when an exception (``BaseException`` included) escapes a step there, so no flow is ever left
-in the middle of a run. (An exception inside an initial state's entry actions fails the
+in the middle of a run. A state that can abort may not leave by an unguarded eventless
+transition: the engine would take it before ``abort``, and the undo work of ``abort`` (a
+lock to release) would never run. (An exception inside an initial state's entry actions fails the
 machine's construction, so nothing remains to recover.)
 
 Loading also compiles the chart for the default dispatcher (:mod:`.compiled`); a spec that
@@ -424,6 +426,17 @@ def _check_resting(
         aborts = [t for t in transitions if t.source == sid and t.event == ABORT]
         if not aborts or any(t.target not in doc.resting for t in aborts):
             problems.append(f"state {sid} is not resting: it needs an {ABORT} transition to rest")
+    for sid in defs:
+        leaves = [t for t in transitions if t.source == sid]
+        if any(t.event == ABORT for t in leaves) and any(
+            not t.event and not t.cond and not t.unless for t in leaves
+        ):
+            # The engine takes an enabled eventless transition before any event, so after an
+            # exception in this state's work the machine would leave without aborting.
+            problems.append(
+                f"state {sid} can abort, so it may not leave by an unguarded eventless "
+                "transition (end its work with an outcome event instead)"
+            )
     if any(t.event == ABORT for t in transitions):
         event = doc.events.get(ABORT)
         raised_by = event.raised_by if isinstance(event, EventDoc) else None
