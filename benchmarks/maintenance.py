@@ -38,7 +38,10 @@ import json, shutil, statistics, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.flows.hot.model import HotEntry, HotStore
+try:
+    from mnemon_sm.flows.hot.model import HotEntry, HotStore
+except ImportError:  # a baseline from before the one-package-per-domain layout
+    from mnemon_sm.hot.model import HotEntry, HotStore
 
 rounds = int(sys.argv[2])
 base = Path(tempfile.mkdtemp(dir=sys.argv[3] or None))
