@@ -15,7 +15,6 @@ operation raises ``Busy``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,6 @@ from mnemon_sm.adapters.real import RandomIds, real_ports
 from mnemon_sm.adapters.select import open_long_term
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.config import Config
-from mnemon_sm.errors import StorageError
 from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.hot.api import Context, HotMemory, HotSnapshot, Preview, _Shared
 from mnemon_sm.flows.hot.history import HotHistory
@@ -87,9 +85,6 @@ class MemoryRoot:
         self._flow = HotMutationFlow(ports, config, self._shared.cache, history)
         self._long_term: LongTermMemory | None = None
         journal = Journal(ports.files, ports.locks, config.lock_timeout_ms)
-        if config.write_enabled:  # a read-only root changes nothing, not even by recovering
-            with contextlib.suppress(StorageError):  # a bad journal is reported when needed
-                journal.recover()
         self._maintenance = MaintenanceFlow(
             self._flow,
             self._shared.mutex,

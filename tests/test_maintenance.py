@@ -579,3 +579,39 @@ def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
     assert {"long_term.remember", "long_term.create_space"} <= observed["archiving"]
     assert "long_term.remember" not in observed["delegating"]  # writes are only staged
     assert "files.append" in observed["committing"]  # the history, under the same lock
+
+
+def test_opening_recovers_the_journal_and_declares_its_port_calls() -> None:
+    """Journal recovery is the maintenance spec's opening state: a stale temporary file is
+    removed under the journal lock, with only the calls ``opening`` declares; a read-only
+    root opens without touching the journal."""
+    ports, log = memory_ports()
+    root = MemoryRoot.open("/unused", CONFIG, ports=ports)
+    stale = "state/.maintenance-journal.json.1.2.ab.tmp"
+    ports.files.put(stale, b"left by a crashed writer")  # type: ignore[attr-defined]
+    ports.files.put(JOURNAL_PATH, b'{"version": 1, "writes": []}\n')  # type: ignore[attr-defined]
+    log.probe = lambda: "maintenance-opening" if opening else None
+    opening = False
+    original = MaintenanceFlow.recover_journal
+
+    def watched(self: MaintenanceFlow) -> None:
+        nonlocal opening
+        opening = self.state == "opening"
+        try:
+            original(self)
+        finally:
+            opening = False
+
+    MaintenanceFlow.recover_journal = watched  # type: ignore[method-assign]
+    try:
+        MemoryRoot.open("/unused", Config(write_enabled=False), ports=ports)
+        assert [c for c in log.calls if c.state] == []  # read-only: nothing at all
+        root = reopen(ports)
+    finally:
+        MaintenanceFlow.recover_journal = original  # type: ignore[method-assign]
+    assert root._maintenance.state == "idle"
+    assert stale not in ports.files.files  # type: ignore[attr-defined]
+    calls = {c.name for c in log.calls if c.state}
+    declared = set(load_flow("hot_memory_maintenance").spec.states["opening"].ports)
+    assert {"files.list", "locks.acquire", "files.remove", "locks.release"} <= calls
+    assert calls <= declared, f"undeclared {calls - declared}"

@@ -151,6 +151,16 @@ class MaintenanceFlow(FlowContext):
         self.delegate, self.long_term, self.journal = delegate, long_term, journal
         super().__init__()
 
+    # -- opening -----------------------------------------------------------------------------
+
+    def recover_journal(self) -> None:
+        """Entry of ``opening``: recover the archive journal (see :meth:`Journal.recover`); a
+        read-only root changes nothing, not even by recovering, and a failure is left to the
+        next opening (a bad journal is reported when an archive reads it)."""
+        if self.config.write_enabled:
+            with contextlib.suppress(StorageError):
+                self.journal.recover()
+
     # -- validators and guards of ``overflowed`` (pure) ------------------------------------
 
     def check_request(self, request: Mapping[str, Any], overflow: CapacityExceeded) -> None:
