@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import json
 import re
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,9 @@ from mnemon_sm.adapters.workers.routing import choose_space, merge_target
 from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.long_term.catalog import CATALOG_PATH
+from mnemon_sm.flows.long_term.recall import RecallRun, SearchRun
+from mnemon_sm.flows.long_term.tools import NoTools, ScopedTools
+from mnemon_sm.flows.long_term.write import WriteRun
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.memory import memory_ports
@@ -658,3 +663,202 @@ def test_closing_the_root_closes_every_long_term_flow() -> None:
     ):
         with pytest.raises(IllegalEvent):
             call()
+
+
+# -- run data --------------------------------------------------------------------------------
+
+
+def _interrupt(exc: BaseException) -> Callable[..., Any]:
+    def raising(*args: Any, **kwargs: Any) -> Any:
+        raise exc
+
+    return raising
+
+
+def _answer_first(request: WorkerRequest, tools: ToolBox) -> object:
+    return {"answer": "On port 5433.", "citations": [request.data["evidence"][0]["label"]]}
+
+
+def _stray_receipt(request: WorkerRequest, tools: ToolBox) -> object:
+    tools.call("mnemon_remember", {"content": "x", "memoryBodyId": "default"})
+    return {"summary": "", "action": "stored", "memoryBodyIds": ["elsewhere"]}
+
+
+def _invented_evidence(request: WorkerRequest, tools: ToolBox) -> object:
+    return {
+        "summary": "",
+        "selectedMemoryBodyIds": [],
+        "results": [{"id": "made-up", "memoryBodyId": "default"}],
+    }
+
+
+# kind: (worker scripts, port method made to raise (and what), the request, its error)
+RUN_KINDS: dict[str, tuple[dict[str, Script], tuple[str, BaseException] | None, Any, Any]] = {
+    "recall": ({}, None, lambda lt: lt.recall("deploy script"), None),
+    "recall refused by its validator": ({}, None, lambda lt: lt.recall("  "), InvalidInput),
+    "recall of an unknown space": (
+        {},
+        None,
+        lambda lt: lt.recall("deploy", spaces=["nope"]),
+        UnknownSpace,
+    ),
+    "recall of invented evidence": (
+        {"recall": _invented_evidence},
+        None,
+        lambda lt: lt.recall("deploy"),
+        WorkerFailed,
+    ),
+    "recall interrupted in its worker": (
+        {"recall": _interrupt(KeyboardInterrupt())},
+        None,
+        lambda lt: lt.recall("deploy"),
+        KeyboardInterrupt,
+    ),
+    "search": ({}, None, lambda lt: lt.search("staging database port"), None),
+    "search of an unknown space": (
+        {},
+        None,
+        lambda lt: lt.search("port", spaces=["missing"]),
+        UnknownSpace,
+    ),
+    "search interrupted by its store": (
+        {},
+        ("recall", RuntimeError("bug")),
+        lambda lt: lt.search("port"),
+        RuntimeError,
+    ),
+    "ask": ({"answer": _answer_first}, None, lambda lt: lt.ask("staging database port"), None),
+    "ask with no evidence": ({}, None, lambda lt: lt.ask("zebra quantum banana"), None),
+    "ask interrupted in its worker": (
+        {"answer": _interrupt(KeyboardInterrupt())},
+        None,
+        lambda lt: lt.ask("staging database port"),
+        KeyboardInterrupt,
+    ),
+    "remember": ({}, None, lambda lt: lt.remember("Prefer composition", space="default"), None),
+    "remember of a duplicate": (
+        {},
+        None,
+        lambda lt: lt.remember("The deploy script lives in tools/deploy.sh", space="default"),
+        None,
+    ),
+    "remember refused by its validator": ({}, None, lambda lt: lt.remember(" "), InvalidInput),
+    "remember with a stray receipt": (
+        {"write": _stray_receipt},
+        None,
+        lambda lt: lt.remember("x"),
+        WorkerFailed,
+    ),
+    "forget failing when applied": (
+        {},
+        None,
+        lambda lt: lt.forget("no-such-insight", space="default"),
+        UnknownInsight,
+    ),
+    "remember interrupted while applying": (
+        {},
+        ("remember", RuntimeError("bug")),
+        lambda lt: lt.remember("Prefer composition", space="default"),
+        RuntimeError,
+    ),
+    "merge": ({}, None, lambda lt: lt.merge("default", [_other(lt)]), None),
+    "merge of an unknown space": (
+        {},
+        None,
+        lambda lt: lt.merge("default", ["nope"]),
+        UnknownSpace,
+    ),
+}
+
+
+def _other(lt: Any) -> str:
+    return next(s.id for s in lt.spaces() if s.id != "default")
+
+
+def _held_runs(obj: object) -> list[object]:
+    """Every run value of the long-term flows and every worker tool box reachable from
+    ``obj`` through its own objects (modules, classes and functions not followed)."""
+    opaque = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+    wanted = (RecallRun, SearchRun, WriteRun, ScopedTools, NoTools)
+    found: list[object] = []
+    seen, todo = {id(obj)}, [obj]
+    while todo:
+        current = todo.pop()
+        if isinstance(current, wanted):
+            found.append(current)
+        for ref in gc.get_referents(current):
+            if id(ref) not in seen and not isinstance(ref, opaque):
+                seen.add(id(ref))
+                todo.append(ref)
+    return found
+
+
+@pytest.mark.parametrize("kind", list(RUN_KINDS))
+def test_nothing_of_a_request_stays_on_the_flow(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search's, a recall's and a write's data travel with their flow's events, so once a
+    request ended, whatever its end (a result, a refusal by a validator or a step, an
+    exception from a port or a worker), the long-term flows hold exactly what they held right
+    after opening (their state apart), and no run and no worker's tool box is reachable from
+    the root."""
+    scripts, raising, request, error = RUN_KINDS[kind]
+    root, ports, _ = seeded(scripts)
+    lt = root.long_term
+    contexts = (lt._recall, lt._direct, lt._agent, lt._write, lt._merge)
+    opened = [{k: v for k, v in vars(c).items() if k != "state"} for c in contexts]
+    if raising is not None:
+        method, exc = raising
+        monkeypatch.setattr(ports.long_term, method, _interrupt(exc))
+    if error is None:
+        request(lt)
+    else:
+        with pytest.raises(error) as caught:
+            request(lt)
+        # The exception keeps the frames it went through: let go of them, as a caller that
+        # handled it would.
+        caught.value.with_traceback(None)
+    for context, before in zip(contexts, opened, strict=True):
+        after = {k: v for k, v in vars(context).items() if k != "state"}
+        assert after.keys() == before.keys(), kind
+        assert all(after[k] is before[k] for k in before), kind
+        assert context.state == "idle", kind
+    assert _held_runs(root) == [], kind
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"mode": "bogus"},
+        {"category": "zzz"},
+        {"source": 5},
+        {"intent": "zz"},
+        {"limit": 0},
+        {"limit": True},
+        {"query": "x" * 2001},
+        {"query": "  "},
+    ],
+    ids=repr,
+)
+def test_a_search_request_is_checked_by_one_rule_set_before_any_port_call(
+    options: dict[str, Any],
+) -> None:
+    """A search's and an agent search's validators and the service's search (a worker's
+    recall tool) refuse a bad request with the same error, by the same rules
+    (``search_query``); the flows refuse it before leaving ``idle``, with no port call (not
+    even a catalog read)."""
+    root, _, log = seeded()
+    lt = root.long_term
+    request = {"query": "deploy script", **options}
+    query = request.pop("query")
+    with pytest.raises(InvalidInput) as by_service:
+        lt.service.search(query, **request)
+    for context, call in ((lt._direct, lt.search), (lt._agent, lt.ask)):
+        with pytest.raises(InvalidInput) as by_validator:
+            context.check_request({"query": query, **request})
+        log.clear()
+        with pytest.raises(InvalidInput) as by_flow:
+            call(query, **request)
+        assert str(by_flow.value) == str(by_validator.value) == str(by_service.value)
+        assert log.calls == []
+        assert context.state == "idle"

@@ -2,11 +2,21 @@
 
 Each class supplies the callbacks its spec names. Requests are checked by validators, which
 are pure (nothing runs on a bad request, and a check neither stores nor reads anything); the
-request travels with its event to the entry action of the first state, which keeps it for the
-later steps. Work happens in entry actions that end by settling a result or refusing with a
-typed error, each an internal event of the spec. Whether the spaces a recall names exist and
-are active is a state of its own (``scoping``): reading the catalog may register the stores
-found on disk, a write.
+request travels with its event to the entry action of the first state. Work happens in entry
+actions that end by settling a result or refusing with a typed error, each an internal event
+of the spec. Whether the spaces a recall names exist and are active is a state of its own
+(``scoping``): reading the catalog may register the stores found on disk, a write.
+
+A run's data travels with its events
+------------------------------------
+Everything one search or recall knows is one frozen value (:class:`SearchRun`,
+:class:`RecallRun`) created by the first step and passed as the ``run`` keyword argument of
+each internal event that leads to the next step (python-statemachine passes event arguments
+to callbacks by name); a step that learns something raises its outcome with an evolved copy
+(``attrs.evolve``). The contexts keep no per-run attribute: between two steps a run exists
+only in the engine's queue of internal events, so when it ends, by an outcome or by an
+exception (which drops the queue and fires ``abort``), nothing of it is left to reset or to
+leak into the next request; a recall worker's tool box goes with its run.
 
 The direct-search flow holds the tier's other deterministic reads too (an insight's
 neighbours, a space's status): each is one step that reads the catalog and the store, its
@@ -29,15 +39,25 @@ from mnemon_sm.flows.long_term.results import AnswerResult, RecallResult
 from mnemon_sm.flows.long_term.service import (
     LongTermService,
     Retrieved,
+    SearchQuery,
     SearchResult,
     search_limit,
+    search_query,
     select_evidence,
 )
 from mnemon_sm.flows.long_term.tools import READ_TOOLS, ScopedTools
 from mnemon_sm.flows.workers.requests import build_request
 from mnemon_sm.flows.workers.runner import Delegate
 
-__all__ = ["AgentAnswer", "AgentSearchFlow", "DirectSearchFlow", "RecallAnswer", "RecallFlow"]
+__all__ = [
+    "AgentAnswer",
+    "AgentSearchFlow",
+    "DirectSearchFlow",
+    "RecallAnswer",
+    "RecallFlow",
+    "RecallRun",
+    "SearchRun",
+]
 
 RECALL_DEFAULT = 12  # evidence items a recall returns unless its request says otherwise
 ANSWER_EVIDENCE = 12  # evidence items an answer worker is shown
@@ -73,20 +93,62 @@ class AgentAnswer:
         return {**self.search.to_json(), "answer": self.answer, "citations": list(self.citations)}
 
 
-def _search_request(request: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of ``LongTermService.search`` in a request (others refused)."""
-    allowed = {"query", "space_ids", "mode", "limit", "category", "source", "intent"}
-    unknown = set(request) - allowed
+@attrs.frozen(eq=False)
+class SearchRun:
+    """One search, carried by the events between its steps (see the module): the question
+    as asked and every space's ranked candidates (``retrieve``), then the selected evidence
+    an answer worker is shown (``rank`` of the agent search)."""
+
+    question: str
+    retrieved: Retrieved
+    found: SearchResult | None = None
+
+
+@attrs.frozen(eq=False)
+class RecallRun:
+    """One recall, carried by the events between its steps (see the module): the checked
+    request (``resolve_spaces``), the worker's selection and the tool box of its run
+    (``run_worker``), then the evidence those tools returned (``verify_evidence``)."""
+
+    request: Mapping[str, Any]
+    selection: RecallResult | None = None
+    tools: ScopedTools | None = None
+    evidence: tuple[dict[str, Any], ...] = ()
+
+
+_FIELDS = frozenset({"query", "space_ids", "mode", "limit", "category", "source", "intent"})
+
+
+def _request_fields(request: Mapping[str, Any]) -> None:
+    """A search's or a recall's request names only the fields of a search, and a query."""
+    unknown = set(request) - _FIELDS
     if unknown:
         raise InvalidInput(f"unknown request field(s): {', '.join(sorted(unknown))}")
     if not isinstance(request.get("query"), str) or not request["query"].strip():
         raise InvalidInput("query is required")
-    return dict(request)
+
+
+def _search_request(request: Mapping[str, Any]) -> SearchQuery:
+    """A search request checked by the rules of every search (:func:`search_query`), pure:
+    the validator and the ``retrieving`` step derive the same value from the same event
+    arguments."""
+    _request_fields(request)
+    return search_query(
+        request["query"],
+        space_ids=request.get("space_ids"),
+        mode=request.get("mode") or "relevance",
+        limit=request.get("limit"),
+        category=request.get("category"),
+        source=request.get("source"),
+        intent=request.get("intent"),
+    )
 
 
 def _recall_request(request: Mapping[str, Any]) -> dict[str, Any]:
-    """A recall request, checked, with its limit (12 unless it says otherwise)."""
-    checked = _search_request(request)
+    """A recall request, checked, with its limit (12 unless it says otherwise). Its mode and
+    filters are the worker's data: its recall tool checks them (:func:`search_query`)."""
+    _request_fields(request)
+    checked = dict(request)
     wanted = checked.get("limit")
     checked["limit"] = RECALL_DEFAULT if wanted is None else search_limit(wanted)
     return checked
@@ -98,9 +160,6 @@ class _SearchingFlow(FlowContext):
 
     def __init__(self, service: LongTermService) -> None:
         self.service = service
-        self._request: dict[str, Any] = {}
-        self._retrieved: Retrieved | None = None
-        self._found: SearchResult | None = None
         super().__init__()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
@@ -108,29 +167,14 @@ class _SearchingFlow(FlowContext):
 
     def retrieve(self, machine: Machine, request: Mapping[str, Any]) -> None:
         """Entry of ``retrieving`` (entered only by the request's event, whose request it
-        gets)."""
-        self._request = r = _search_request(request)
+        gets): creates the run."""
+        query = _search_request(request)  # checked by the validator already: the same value
         try:
             with self.service.mutex:
-                self._retrieved = self.service.retrieve(
-                    r["query"],
-                    space_ids=r.get("space_ids"),
-                    mode=r.get("mode") or "relevance",
-                    limit=r.get("limit"),
-                    category=r.get("category"),
-                    source=r.get("source"),
-                    intent=r.get("intent"),
-                )
+                retrieved = self.service.retrieve(query)
         except MnemonError as exc:
             return self.refuse(machine, "search_failed", exc)
-        machine.raise_("retrieved")
-
-    def _selected(self) -> SearchResult:
-        assert self._retrieved is not None
-        return select_evidence(self._retrieved)
-
-    def reset(self) -> None:
-        self._request, self._retrieved, self._found = {}, None, None
+        machine.raise_("retrieved", run=SearchRun(request["query"], retrieved))
 
 
 @flow_context("DirectSearchFlow")
@@ -139,8 +183,8 @@ class DirectSearchFlow(_SearchingFlow):
 
     FLOW = "direct_search"
 
-    def rank(self, machine: Machine) -> None:
-        self.settle(machine, "search_done", self._selected())
+    def rank(self, machine: Machine, run: SearchRun) -> None:
+        self.settle(machine, "search_done", select_evidence(run.retrieved))
 
     def find_related(self, machine: Machine, request: Mapping[str, Any]) -> None:
         """Entry of ``relating`` (entered only by ``related``, whose request it gets)."""
@@ -174,16 +218,16 @@ class AgentSearchFlow(_SearchingFlow):
         self.delegate = delegate
         super().__init__(service)
 
-    def rank(self, machine: Machine) -> None:
-        found = self._selected()
+    def rank(self, machine: Machine, run: SearchRun) -> None:
+        found = select_evidence(run.retrieved)
         if not found.hits:
             return self.settle(machine, "no_evidence", AgentAnswer(found, "", ()))
-        self._found = found
-        machine.raise_("evidence_found")
+        machine.raise_("evidence_found", run=attrs.evolve(run, found=found))
 
-    def run_worker(self, machine: Machine) -> None:
-        assert self._found is not None
-        shown = self._found.hits[:ANSWER_EVIDENCE]
+    def run_worker(self, machine: Machine, run: SearchRun) -> None:
+        found = run.found
+        assert found is not None
+        shown = found.hits[:ANSWER_EVIDENCE]
         evidence = [
             {
                 "label": h.citation,
@@ -195,7 +239,7 @@ class AgentSearchFlow(_SearchingFlow):
         ]
         request = build_request(
             "answer",
-            {"question": self._request["query"], "evidence": evidence},
+            {"question": run.question, "evidence": evidence},
             (),
             AnswerResult,
         )
@@ -206,7 +250,7 @@ class AgentSearchFlow(_SearchingFlow):
             return self.refuse(machine, "worker_failed", exc)
         labels = {h.citation for h in shown}
         citations = tuple(dict.fromkeys(c for c in result.citations if c in labels))
-        self.settle(machine, "answered", AgentAnswer(self._found, result.answer, citations))
+        self.settle(machine, "answered", AgentAnswer(found, result.answer, citations))
 
 
 @flow_context("RecallFlow")
@@ -215,10 +259,6 @@ class RecallFlow(FlowContext):
 
     def __init__(self, service: LongTermService, delegate: Delegate) -> None:
         self.service, self.delegate = service, delegate
-        self._request: dict[str, Any] = {}
-        self._tools: ScopedTools | None = None
-        self._selection: RecallResult | None = None
-        self._evidence: list[dict[str, Any]] = []
         super().__init__()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
@@ -227,7 +267,8 @@ class RecallFlow(FlowContext):
     def resolve_spaces(self, machine: Machine, request: Mapping[str, Any]) -> None:
         """Entry of ``scoping`` (entered only by ``recall``, whose request it gets): each
         space the request names must exist and be active. Reading the catalog registers the
-        stores found on disk, a catalog write: that is why this is a state, not a check."""
+        stores found on disk, a catalog write: that is why this is a state, not a check.
+        Creates the run."""
         checked = _recall_request(request)
         if checked.get("space_ids"):
             try:
@@ -235,11 +276,10 @@ class RecallFlow(FlowContext):
                     self.service.readable_spaces(checked["space_ids"])
             except MnemonError as exc:
                 return self.refuse(machine, "spaces_refused", exc)
-        self._request = checked
-        machine.raise_("spaces_resolved")
+        machine.raise_("spaces_resolved", run=RecallRun(checked))
 
-    def run_worker(self, machine: Machine) -> None:
-        r = self._request
+    def run_worker(self, machine: Machine, run: RecallRun) -> None:
+        r = run.request
         data = {
             "query": r["query"],
             "mode": r.get("mode") or "relevance",
@@ -251,20 +291,19 @@ class RecallFlow(FlowContext):
         }
         tools = ScopedTools(self.service, READ_TOOLS)
         try:
-            self._selection = self.delegate.result(
+            selection = self.delegate.result(
                 build_request("recall", data, READ_TOOLS, RecallResult), tools, RecallResult
             )
         except WorkerFailed as exc:
             return self.refuse(machine, "worker_failed", exc)
-        self._tools = tools
-        machine.raise_("worker_answered")
+        machine.raise_("worker_answered", run=attrs.evolve(run, selection=selection, tools=tools))
 
-    def verify_evidence(self, machine: Machine) -> None:
-        assert self._tools is not None and self._selection is not None
+    def verify_evidence(self, machine: Machine, run: RecallRun) -> None:
+        assert run.tools is not None and run.selection is not None
         items: dict[tuple[str, str], dict[str, Any]] = {}
-        for chosen in self._selection.results:
+        for chosen in run.selection.results:
             key = (chosen.memory_body_id, chosen.id)
-            found = self._tools.evidence.get(key)
+            found = run.tools.evidence.get(key)
             if found is None:
                 error = WorkerFailed(
                     "recall worker returned evidence that no tool of its run returned: "
@@ -272,25 +311,21 @@ class RecallFlow(FlowContext):
                 )
                 return self.refuse(machine, "evidence_rejected", error)
             items.setdefault(key, found)
-        self._evidence = list(items.values())
-        machine.raise_("evidence_accepted")
+        evidence = tuple(items.values())
+        machine.raise_("evidence_accepted", run=attrs.evolve(run, evidence=evidence))
 
-    def rank(self, machine: Machine) -> None:
-        assert self._selection is not None
-        evidence = self._evidence
-        limit = self._request["limit"]
-        low = low_cutoff(self._request.get("mode") or "relevance")
+    def rank(self, machine: Machine, run: RecallRun) -> None:
+        assert run.selection is not None
+        evidence, request = list(run.evidence), run.request
+        limit = request["limit"]
+        low = low_cutoff(request.get("mode") or "relevance")
         scores = [e.get("score") for e in evidence]
         chosen_items, _ = apply_policy(evidence, scores, limit, low=low)
         results = tuple({**item, "relevanceTier": tier} for item, tier in chosen_items)
         answer = RecallAnswer(
-            self._request["query"],
-            self._request.get("mode") or "relevance",
+            request["query"],
+            request.get("mode") or "relevance",
             results,
-            self._selection.summary.strip(),
+            run.selection.summary.strip(),
         )
         self.settle(machine, "evidence_ranked", answer)
-
-    def reset(self) -> None:
-        self._request, self._tools, self._selection = {}, None, None
-        self._evidence = []

@@ -7,6 +7,10 @@ flows, the CLI and the host's own direct paths. Nobody reaches through the servi
 catalog or its store: what a caller needs is a named method here (the space a reference
 names, the insights among some ids, the store's optional capabilities...). Rules kept here:
 
+- a search request is checked once, by :func:`search_query`, into a :class:`SearchQuery`
+  (the query text, the filters, the mode, the limit); :meth:`LongTermService.retrieve` takes
+  that checked value as it is, and :meth:`LongTermService.search` (a worker's recall tool)
+  builds it with the same function;
 - a search reads the active spaces (or the named ones, each of which must exist and be active),
   asks each for ``min(50, max(L, 3L))`` candidates, annotates every hit with the space's id and
   name, orders by score and applies the ``strict-v2`` quality policy; ``limit`` is honoured
@@ -60,9 +64,11 @@ __all__ = [
     "LongTermService",
     "Retrieved",
     "SearchHit",
+    "SearchQuery",
     "SearchResult",
     "SourceReport",
     "search_limit",
+    "search_query",
     "select_evidence",
 ]
 
@@ -75,6 +81,47 @@ def search_limit(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LIMIT_MAX:
         raise InvalidInput(f"limit must be an integer from 1 to {LIMIT_MAX}, not {value!r}")
     return value
+
+
+@attrs.frozen
+class SearchQuery:
+    """A checked search request (build it with :func:`search_query`)."""
+
+    text: str  # the query, stripped, never empty
+    space_ids: Sequence[str] | None  # the spaces named (None: every active one)
+    mode: str
+    limit: int | None  # None: the service's default
+    category: str | None
+    source: str | None
+    intent: str | None
+
+
+def search_query(
+    query: object,
+    *,
+    space_ids: Sequence[str] | None = None,
+    mode: object = "relevance",
+    limit: object = None,
+    category: object = None,
+    source: object = None,
+    intent: object = None,
+) -> SearchQuery:
+    """Every rule of a search request, in this order (pure): the query (a string of at most
+    the store's length, not blank), the mode, the limit (1 to :data:`LIMIT_MAX`), the category
+    and source filters, the intent. Whether the named spaces exist and are active is not a
+    rule of the request: the catalog answers that when the search runs."""
+    text = checks.query(query).strip()
+    if not text:
+        raise InvalidInput("query is required")
+    return SearchQuery(
+        text,
+        space_ids,
+        checks.mode(mode),
+        None if limit is None else search_limit(limit),
+        checks.category_filter(category),
+        checks.source_filter(source),
+        checks.intent(intent),
+    )
 
 
 @attrs.frozen
@@ -289,50 +336,35 @@ class LongTermService:
         (unknown, forgotten and repeated ids left out; read-only, no catalog read)."""
         return self.store.insights(space_id, ids)
 
-    def search(self, query: object, **options: Any) -> SearchResult:
-        """The deterministic search over active (or named) spaces: :meth:`retrieve` (same
-        options), then :func:`select_evidence`."""
-        return select_evidence(self.retrieve(query, **options))
+    def search(self, query: object, *, readonly: bool = False, **options: Any) -> SearchResult:
+        """The deterministic search over active (or named) spaces: the request checked by
+        :func:`search_query` (``options`` are its keyword arguments), :meth:`retrieve`, then
+        :func:`select_evidence`."""
+        return select_evidence(self.retrieve(search_query(query, **options), readonly=readonly))
 
-    def retrieve(
-        self,
-        query: object,
-        *,
-        space_ids: Sequence[str] | None = None,
-        mode: object = "relevance",
-        limit: object = None,
-        category: object = None,
-        source: object = None,
-        intent: object = None,
-        readonly: bool = False,
-    ) -> Retrieved:
-        """Each readable space's ranked candidates (``min(150, 3 x limit)`` of them).
+    def retrieve(self, query: SearchQuery, *, readonly: bool = False) -> Retrieved:
+        """Each readable space's ranked candidates (``min(150, 3 x limit)`` of them) for a
+        checked request, taken as it is.
 
         ``readonly`` searches count no access (a write worker checking for duplicates); with
         writes disabled (``write_enabled`` false) no search counts access or logs. A
         space whose store fails (corrupt, locked, gone) is reported :class:`Unavailable` and
         the others answer; when no space answers, the first failure is raised.
         """
-        text = checks.query(query).strip()
-        if not text:
-            raise InvalidInput("query is required")
-        mode_ = checks.mode(mode)
-        limit_ = self._default_limit if limit is None else search_limit(limit)
-        category_ = checks.category_filter(category)
-        source_ = checks.source_filter(source)
-        intent_ = checks.intent(intent)
+        text, mode_ = query.text, query.mode
+        limit_ = self._default_limit if query.limit is None else query.limit
         found: list[tuple[Space, RecallResult | Unavailable]] = []
         failures: list[MnemonError] = []
-        for space in self.catalog.readable(space_ids):
+        for space in self.catalog.readable(query.space_ids):
             try:
                 result = self.store.recall(
                     space.id,
                     text,
                     mode=mode_,
                     limit=candidate_limit(limit_),
-                    category=category_,
-                    source=source_,
-                    intent=intent_,
+                    category=query.category,
+                    source=query.source,
+                    intent=query.intent,
                     readonly=readonly or not self._write_enabled,
                 )
             except (StorageError, UnknownSpace) as exc:

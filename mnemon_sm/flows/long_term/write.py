@@ -8,6 +8,17 @@ ids into real ones and reports the spaces really written.
 
 Validators are pure: they check the request and store nothing; the request travels with its
 event to the entry action of the first state (``run_worker``, ``run_merge``).
+
+A run's data travels with its events
+------------------------------------
+Everything one write knows is one frozen :class:`WriteRun`: ``run_worker`` creates it (the
+request's data, the worker's receipt and the tool box holding the staged writes) and passes
+it as the ``run`` keyword argument of ``worker_answered``; each later step receives it the
+same way (python-statemachine passes event arguments to callbacks by name). The contexts
+keep no per-run attribute: between two steps a run exists only in the engine's queue of
+internal events, so when it ends, by an outcome or by an exception (which drops the queue
+and fires ``abort``), its staged writes go with it and nothing is left to reset. A merge is
+one step and carries nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ from mnemon_sm.flows.long_term.tools import TOOL_ACTIONS, AppliedWrite, ScopedTo
 from mnemon_sm.flows.workers.requests import build_request
 from mnemon_sm.flows.workers.runner import Delegate
 
-__all__ = ["GRANTS", "MergeFlow", "WriteFlow", "WriteReceipt"]
+__all__ = ["GRANTS", "MergeFlow", "WriteFlow", "WriteReceipt", "WriteRun"]
 
 _READ = ("mnemon_memory_bodies", "mnemon_recall", "mnemon_related")
 GRANTS: dict[str, tuple[str, ...]] = {
@@ -77,6 +88,15 @@ class WriteReceipt:
         }
 
 
+@attrs.frozen(eq=False)
+class WriteRun:
+    """One write, carried by the events between its steps (see the module)."""
+
+    data: Mapping[str, Any]  # the request, without its empty fields
+    receipt: WriteResult  # the worker's receipt, strictly validated
+    tools: ScopedTools  # the worker's tool box: its staged writes
+
+
 class _WritingFlow(FlowContext):
     def __init__(self, service: LongTermService) -> None:
         self.service = service
@@ -93,9 +113,6 @@ class WriteFlow(_WritingFlow):
 
     def __init__(self, service: LongTermService, delegate: Delegate) -> None:
         self.delegate = delegate
-        self._data: dict[str, Any] = {}
-        self._tools: ScopedTools | None = None
-        self._receipt: WriteResult | None = None
         super().__init__(service)
 
     def check_request(self, request: Mapping[str, Any]) -> None:
@@ -112,22 +129,20 @@ class WriteFlow(_WritingFlow):
 
     def run_worker(self, machine: Machine, request: Mapping[str, Any]) -> None:
         """Entry of ``delegating`` (entered only by ``write``, whose checked request it
-        gets)."""
-        self._data = {k: v for k, v in request.items() if v is not None}
-        grants = GRANTS[self._data["operation"]]
+        gets): creates the run."""
+        data = {k: v for k, v in request.items() if v is not None}
+        grants = GRANTS[data["operation"]]
         tools = ScopedTools(self.service, grants, readonly=True)
         try:
-            self._receipt = self.delegate.result(
-                build_request("write", self._data, grants, WriteResult), tools, WriteResult
+            receipt = self.delegate.result(
+                build_request("write", data, grants, WriteResult), tools, WriteResult
             )
         except WorkerFailed as exc:
             return self.refuse(machine, "worker_failed", exc)
-        self._tools = tools
-        machine.raise_("worker_answered")
+        machine.raise_("worker_answered", run=WriteRun(data, receipt, tools))
 
-    def verify_receipt(self, machine: Machine) -> None:
-        assert self._tools is not None and self._receipt is not None
-        receipt, staged = self._receipt, self._tools.staged
+    def verify_receipt(self, machine: Machine, run: WriteRun) -> None:
+        receipt, staged = run.receipt, run.tools.staged
         if receipt.action in ("failed", "skipped"):
             if receipt.action == "skipped" and staged:
                 return self._reject(machine, "it says skipped but staged writes")
@@ -137,29 +152,27 @@ class WriteFlow(_WritingFlow):
         if receipt.action not in actions:
             return self._reject(machine, f"its action {receipt.action!r} matches no staged write")
         with self.service.mutex:
-            touched = self._touched()
+            touched = self._touched(run.tools)
         stray = [s for s in receipt.memory_body_ids if s not in touched]
         if stray:
             return self._reject(machine, f"it names spaces no staged write touches: {stray}")
-        machine.raise_("receipt_accepted")
+        machine.raise_("receipt_accepted", run=run)
 
-    def apply_writes(self, machine: Machine) -> None:
-        assert self._tools is not None and self._receipt is not None
+    def apply_writes(self, machine: Machine, run: WriteRun) -> None:
         try:
             with self.service.mutex:
-                applied = self._tools.apply()
+                applied = run.tools.apply()
         except MnemonError as exc:
             return self.refuse(machine, "apply_failed", exc)
         spaces = tuple(dict.fromkeys(w.space_id for w in applied))
-        result = WriteReceipt(self._receipt.summary, self._receipt.action, spaces, tuple(applied))
+        result = WriteReceipt(run.receipt.summary, run.receipt.action, spaces, tuple(applied))
         self.settle(machine, "writes_applied", result)
 
-    def _touched(self) -> set[str]:
+    def _touched(self, tools: ScopedTools) -> set[str]:
         """Spaces the staged writes name (provisional ids included)."""
-        assert self._tools is not None
         touched: set[str] = set()
         any_space = False  # a write with no space named may land in any active space
-        for w in self._tools.staged:
+        for w in tools.staged:
             a = w.args
             for key in ("memory_body_id", "target_id"):
                 value = getattr(a, key, None)
@@ -177,9 +190,6 @@ class WriteFlow(_WritingFlow):
             f"write worker returned a receipt that does not match its writes: {why}"
         )
         self.refuse(machine, "receipt_rejected", error)
-
-    def reset(self) -> None:
-        self._data, self._tools, self._receipt = {}, None, None
 
 
 @flow_context("MergeFlow")
