@@ -17,14 +17,16 @@ for it. A call is tagged ``<flow>:<state>``:
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterable
 
 from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.spec import load_flow
-from mnemon_sm.testing.calls import Call
+from mnemon_sm.errors import MnemonError
+from mnemon_sm.testing.calls import Call, CallLog
 
-__all__ = ["calls_by_state", "flow_probe", "undeclared"]
+__all__ = ["assert_pure", "calls_by_state", "flow_probe", "undeclared"]
 
 
 def flow_probe(contexts: Callable[[], Iterable[FlowContext]]) -> Callable[[], str | None]:
@@ -61,3 +63,14 @@ def undeclared(observed: dict[tuple[str, str], set[str]]) -> dict[str, set[str]]
         if extra:
             found[f"{flow}.{state}"] = extra
     return found
+
+
+def assert_pure(checks: Iterable[tuple[object, Callable[[], object]]], log: CallLog) -> None:
+    """Each ``(context, check)``: running the check (it may refuse with a ``MnemonError``)
+    makes no port call and changes nothing on its context."""
+    for context, check in checks:
+        before = dict(vars(context))
+        log.clear()
+        with contextlib.suppress(MnemonError):
+            check()
+        assert (dict(vars(context)), log.calls) == (before, []), check

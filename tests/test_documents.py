@@ -3,7 +3,6 @@ cold reference, manual archive, the races, refusals and crash repair."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -24,7 +23,6 @@ from mnemon_sm.errors import (
     DocumentNotFound,
     InvalidInput,
     MaintenanceRejected,
-    MnemonError,
     StorageError,
 )
 from mnemon_sm.flows.documents.api import Documents
@@ -40,7 +38,7 @@ from mnemon_sm.testing.maintenance import held_run_data, insight_contents, world
 from mnemon_sm.testing.memory import MemoryFiles, memory_ports
 from mnemon_sm.testing.snapshot import root_state
 
-from ._flow_probe import calls_by_state, flow_probe, undeclared
+from ._flow_probe import assert_pure, calls_by_state, flow_probe, undeclared
 
 LIMIT = 4096
 CONFIG = Config(durability="off", documents_active_limit=LIMIT)
@@ -759,12 +757,7 @@ def test_the_validators_are_pure() -> None:
         checks.append((flow, functools.partial(flow.check_request, request)))
     for request in ({"query": "deploy"}, {"query": 3}, {"query": "x", "limit": 0}):
         checks.append((search, functools.partial(search.check_request, request)))
-    for context, check in checks:
-        before = dict(vars(context))
-        log.clear()
-        with contextlib.suppress(MnemonError):
-            check()
-        assert (dict(vars(context)), log.calls) == (before, []), check
+    assert_pure(checks, log)
 
 
 def test_a_create_draws_its_id_from_the_id_port_in_planning_once() -> None:

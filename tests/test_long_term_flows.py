@@ -3,7 +3,6 @@ calls each state makes against what its spec declares."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import json
@@ -41,7 +40,7 @@ from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.memory import memory_ports
 
-from ._flow_probe import calls_by_state, flow_probe, undeclared
+from ._flow_probe import assert_pure, calls_by_state, flow_probe, undeclared
 
 Script = Callable[[WorkerRequest, ToolBox], object]
 
@@ -605,12 +604,7 @@ def test_the_validators_are_pure() -> None:
     ):
         for request in requests:
             checks.append((context, functools.partial(context.check_request, request)))
-    for context, check in checks:
-        before = dict(vars(context))
-        log.clear()
-        with contextlib.suppress(MnemonError):
-            check()
-        assert (dict(vars(context)), log.calls) == (before, []), check
+    assert_pure(checks, log)
     assert "found-on-disk" not in [s["id"] for s in _catalog(ports)]
 
 

@@ -16,27 +16,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.flow import Machine
 from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import MnemonError
-from mnemon_sm.flows.long_term.service import LongTermService
+from mnemon_sm.flows.long_term.write import WritingContext
 
 __all__ = ["SpacesFlow"]
 
 
 @flow_context("SpacesFlow")
-class SpacesFlow(FlowContext):
+class SpacesFlow(WritingContext):
     FLOW = "memory_spaces"
-
-    def __init__(self, service: LongTermService) -> None:
-        self.service = service
-        super().__init__()
-
-    def check_writable(self) -> None:
-        """A read-only root changes no space (pure: the configuration only)."""
-        with self.service.mutex:
-            self.service.check_write_target(None, pending=True)
 
     def list_spaces(self, machine: Machine) -> None:
         """Entry of ``listing``."""

@@ -39,7 +39,7 @@ from mnemon_sm.flows.long_term.tools import TOOL_ACTIONS, AppliedWrite, ScopedTo
 from mnemon_sm.flows.workers.requests import build_request
 from mnemon_sm.flows.workers.runner import Delegate
 
-__all__ = ["GRANTS", "MergeFlow", "WriteFlow", "WriteReceipt", "WriteRun"]
+__all__ = ["GRANTS", "MergeFlow", "WriteFlow", "WriteReceipt", "WriteRun", "WritingContext"]
 
 _READ = ("mnemon_memory_bodies", "mnemon_recall", "mnemon_related")
 GRANTS: dict[str, tuple[str, ...]] = {
@@ -97,18 +97,22 @@ class WriteRun:
     tools: ScopedTools  # the worker's tool box: its staged writes
 
 
-class _WritingFlow(FlowContext):
+class WritingContext(FlowContext):
+    """The base of the long-term flows that write (writes, merge, space management): the
+    service, and the validator that refuses them on a read-only root."""
+
     def __init__(self, service: LongTermService) -> None:
         self.service = service
         super().__init__()
 
     def check_writable(self) -> None:
+        """A read-only root writes nothing (pure: the configuration only)."""
         with self.service.mutex:
             self.service.check_write_target(None, pending=True)
 
 
 @flow_context("WriteFlow")
-class WriteFlow(_WritingFlow):
+class WriteFlow(WritingContext):
     FLOW = "long_term_write"
 
     def __init__(self, service: LongTermService, delegate: Delegate) -> None:
@@ -193,7 +197,7 @@ class WriteFlow(_WritingFlow):
 
 
 @flow_context("MergeFlow")
-class MergeFlow(_WritingFlow):
+class MergeFlow(WritingContext):
     FLOW = "merge_spaces"
 
     def check_request(self, request: Mapping[str, Any]) -> None:
