@@ -60,10 +60,10 @@ REQUESTS: dict[str, Request] = {
 }
 
 
-def seeded() -> tuple[Ports, list[str]]:
+def seeded(config: Config = FULL) -> tuple[Ports, list[str]]:
     """Three runbooks (a fourth does not fit) and a routing space for the archive worker."""
     ports, _ = memory_ports()
-    root = MemoryRoot.open(ROOT, FULL, ports=ports)
+    root = MemoryRoot.open(ROOT, config, ports=ports)
     root.long_term.create_space("Runbooks", "Deploy runbooks", active=True)
     ids = []
     for i in range(3):

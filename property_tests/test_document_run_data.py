@@ -18,14 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_document_faults import BODY, LIMIT, REQUESTS, ROOT
+from test_document_faults import LIMIT, REQUESTS, ROOT
+from test_document_faults import seeded as faults_seeded
 
 from mnemon_sm import Config, MemoryRoot
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.ports import Ports
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.maintenance import held_run_data
-from mnemon_sm.testing.memory import memory_ports
 
 RUN_DROPPED = "INV-DOC-9"
 CONFIG = Config(durability="off", documents_active_limit=LIMIT)  # no fsync: fewer calls
@@ -35,15 +35,7 @@ KINDS: dict[str, Request] = {**REQUESTS, "search": lambda d, ids: d.search("Runb
 
 
 def seeded() -> tuple[Ports, list[str]]:
-    """Three runbooks (a fourth does not fit) and a routing space for the archive worker."""
-    ports, _ = memory_ports()
-    root = MemoryRoot.open(ROOT, CONFIG, ports=ports)
-    root.long_term.create_space("Runbooks", "Deploy runbooks", active=True)
-    ids = []
-    for i in range(3):
-        ids.append(root.documents.create(f"Runbook {i}", BODY + str(i)).document.id)
-        ports.clock.advance(1000)  # type: ignore[attr-defined]
-    return ports, ids
+    return faults_seeded(CONFIG)
 
 
 def _held(root: MemoryRoot) -> list[dict[str, Any]]:

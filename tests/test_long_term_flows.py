@@ -4,10 +4,8 @@ calls each state makes against what its spec declares."""
 from __future__ import annotations
 
 import functools
-import gc
 import json
 import re
-import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,10 +32,10 @@ from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.long_term.catalog import CATALOG_PATH
 from mnemon_sm.flows.long_term.recall import RecallRun, SearchRun
-from mnemon_sm.flows.long_term.tools import NoTools, ScopedTools
 from mnemon_sm.flows.long_term.write import WriteRun
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import ScriptedWorkers
+from mnemon_sm.testing.maintenance import held_run_data
 from mnemon_sm.testing.memory import memory_ports
 
 from ._flow_probe import assert_pure, calls_by_state, flow_probe, undeclared
@@ -769,24 +767,6 @@ def _other(lt: Any) -> str:
     return next(s.id for s in lt.spaces() if s.id != "default")
 
 
-def _held_runs(obj: object) -> list[object]:
-    """Every run value of the long-term flows and every worker tool box reachable from
-    ``obj`` through its own objects (modules, classes and functions not followed)."""
-    opaque = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
-    wanted = (RecallRun, SearchRun, WriteRun, ScopedTools, NoTools)
-    found: list[object] = []
-    seen, todo = {id(obj)}, [obj]
-    while todo:
-        current = todo.pop()
-        if isinstance(current, wanted):
-            found.append(current)
-        for ref in gc.get_referents(current):
-            if id(ref) not in seen and not isinstance(ref, opaque):
-                seen.add(id(ref))
-                todo.append(ref)
-    return found
-
-
 @pytest.mark.parametrize("kind", list(RUN_KINDS))
 def test_nothing_of_a_request_stays_on_the_flow(
     kind: str, monkeypatch: pytest.MonkeyPatch
@@ -817,7 +797,7 @@ def test_nothing_of_a_request_stays_on_the_flow(
         assert after.keys() == before.keys(), kind
         assert all(after[k] is before[k] for k in before), kind
         assert context.state == "idle", kind
-    assert _held_runs(root) == [], kind
+    assert held_run_data(root, (RecallRun, SearchRun, WriteRun)) == [], kind
 
 
 @pytest.mark.parametrize(

@@ -145,18 +145,20 @@ def takeover_script(
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType)
 
 
-def held_run_data(obj: object) -> list[object]:
+def held_run_data(obj: object, kinds: tuple[type, ...] = ()) -> list[object]:
     """Every maintenance :class:`~mnemon_sm.flows.hot.maintenance.Run` and worker tool box
     reachable from ``obj`` through its own objects (instance attributes, containers, bound
     methods' instances, the engine's queues and caches); modules, classes and functions,
     which every object shares, are not followed. Between two operations the answer for a
-    root must be empty: nothing of a finished or interrupted run is kept."""
+    root must be empty: nothing of a finished or interrupted run is kept. ``kinds`` adds the
+    run values of other flows to look for."""
+    wanted = (Run, ScopedTools, NoTools, *kinds)
     found: list[object] = []
     seen = {id(obj)}
     todo = [obj]
     while todo:
         current = todo.pop()
-        if isinstance(current, Run | ScopedTools | NoTools):
+        if isinstance(current, wanted):
             found.append(current)
         for ref in gc.get_referents(current):
             if id(ref) not in seen and not isinstance(ref, _OPAQUE):
