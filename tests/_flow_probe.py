@@ -26,7 +26,7 @@ from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.testing.calls import Call, CallLog
 
-__all__ = ["assert_pure", "calls_by_state", "flow_probe", "undeclared"]
+__all__ = ["assert_pure", "calls_by_state", "flow_probe", "port_gaps", "undeclared"]
 
 
 def flow_probe(contexts: Callable[[], Iterable[FlowContext]]) -> Callable[[], str | None]:
@@ -63,6 +63,22 @@ def undeclared(observed: dict[tuple[str, str], set[str]]) -> dict[str, set[str]]
         if extra:
             found[f"{flow}.{state}"] = extra
     return found
+
+
+def port_gaps(
+    observed: dict[tuple[str, str], set[str]], flows: Iterable[str]
+) -> dict[str, tuple[set[str], set[str]]]:
+    """``{"flow.state": (undeclared, unused)}`` for every state of ``flows`` whose observed
+    calls differ from the ports its spec declares: a call the state is not declared to make,
+    or a declared port no call of the run reached (declared but impossible, or untested).
+    Empty when the run reached exactly what each state of those flows declares."""
+    gaps = {}
+    for flow in flows:
+        for state, doc in load_flow(flow).spec.states.items():
+            calls, declared = observed.get((flow, state), set()), set(doc.ports)
+            if calls != declared:
+                gaps[f"{flow}.{state}"] = (calls - declared, declared - calls)
+    return gaps
 
 
 def assert_pure(checks: Iterable[tuple[object, Callable[[], object]]], log: CallLog) -> None:
