@@ -111,7 +111,10 @@ converter = _make_converter()
 
 def string_tuple(values: Iterable[str]) -> tuple[str, ...]:
     """The attrs converter of every ``tuple[str, ...]`` field: the converter structures JSON
-    arrays as lists, and values stay hashable and comparable as tuples."""
+    arrays as lists, and values stay hashable and comparable as tuples. A bare string is
+    refused (``TypeError``): taken as an iterable it would become its characters."""
+    if isinstance(values, str | bytes):
+        raise TypeError(f"expected a list of strings, not {type(values).__name__}")
     return tuple(values)
 
 

@@ -35,7 +35,9 @@ from mnemon_sm.engine.spec import ABORT, flow_names, load_flow
 from mnemon_sm.flows.hot.model import SOURCE_PATH
 from mnemon_sm.ports import Ports
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
+from mnemon_sm.testing.embed import FakeEmbedder
 from mnemon_sm.testing.faults import RaisingPort
+from mnemon_sm.testing.flows import flow_contexts
 from mnemon_sm.testing.maintenance import seed, world
 from mnemon_sm.testing.memory import memory_ports
 
@@ -51,6 +53,7 @@ AT_REST = {
     "hot_memory_maintenance": "INV-MNT-8",
     "agent_lifecycle": "INV-LIF-8",
     "hot_memory_mutation": "INV-HOT-9",
+    "store_upkeep": "INV-UPK-3",
 }
 CONFIG = Config(durability="off", user_limit=512, memory_limit=1024, documents_active_limit=2048)
 ERRORS: list[Callable[[], BaseException]] = [
@@ -304,6 +307,10 @@ DRIVERS: dict[
         lambda root, ports: root.hot.add("user", "User prefers black tea"),
         lambda root: root.hot.add("user", "User drinks it without sugar"),
     ),
+    "store_upkeep": (  # preparing and importing
+        _prepare_long_term,
+        lambda root: root.long_term.remember_many(["Kiwis ripen in May"], space="default"),
+    ),
 }
 
 
@@ -347,6 +354,14 @@ STATE_DRIVERS: dict[
         _prepare_merge,
         lambda root: root.long_term.delete_space(_another_space(root)),
     ),
+    ("store_upkeep", "embedding"): (
+        _prepare_long_term,
+        lambda root: root.long_term.embed_missing(),
+    ),
+    ("store_upkeep", "indexing"): (
+        _prepare_long_term,
+        lambda root: root.long_term.rebuild_index(),
+    ),
 }
 
 
@@ -368,7 +383,7 @@ def test_an_exception_in_any_abortable_state_brings_the_flow_back_to_rest(
             raise interrupt
         return original(self, *args, **kwargs)
 
-    ports, _ = memory_ports()
+    ports, _ = memory_ports(embedder=FakeEmbedder())  # a store that can backfill and reindex
     prepare, operation = STATE_DRIVERS.get((flow, state), DRIVERS[flow])
     prepare(_open(ports), ports)
     monkeypatch.setattr(loaded.context_class, action, once)  # machines built from now on
@@ -377,19 +392,7 @@ def test_an_exception_in_any_abortable_state_brings_the_flow_back_to_rest(
         operation(root)
     invariant = AT_REST[flow]
     assert caught.value is interrupt and fired == [state], invariant
-    contexts = {
-        "recall": lambda: root.long_term._recall,
-        "direct_search": lambda: root.long_term._direct,
-        "agent_search": lambda: root.long_term._agent,
-        "long_term_write": lambda: root.long_term._write,
-        "merge_spaces": lambda: root.long_term._merge,
-        "memory_spaces": lambda: root.long_term._spaces,
-        "document_search": lambda: root.documents._search,
-        "document_mutation": lambda: root.documents._flow,
-        "hot_memory_maintenance": lambda: root._maintenance,
-        "hot_memory_mutation": lambda: root._flow,
-    }
-    context = contexts[flow]()
+    context = flow_contexts(root)[flow]()
     assert context.state in loaded.spec.resting, invariant
     assert not ports.locks.held, invariant  # type: ignore[attr-defined]
     operation(root)  # usable: the same operation works now

@@ -10,34 +10,16 @@ any event, which a separate test shows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
 from mnemon_sm import Config, IllegalEvent, LockTimeout, MemoryRoot
 from mnemon_sm.engine.flow import send
 from mnemon_sm.engine.spec import flow_names, load_flow
 from mnemon_sm.flows.hot.model import LOCK_NAME
+from mnemon_sm.testing.flows import flow_contexts
 from mnemon_sm.testing.memory import memory_ports
 
 REQUEST = {"action": "add", "target": "user", "content": "text"}
-
-
-def _contexts(root: MemoryRoot) -> dict[str, Callable[[], Any]]:
-    return {
-        "hot_memory_mutation": lambda: root._flow,
-        "hot_memory_maintenance": lambda: root._maintenance,
-        "document_mutation": lambda: root.documents._flow,
-        "document_search": lambda: root.documents._search,
-        "agent_lifecycle": lambda: root.lifecycle("agent")._flow,
-        "recall": lambda: root.long_term._recall,
-        "direct_search": lambda: root.long_term._direct,
-        "agent_search": lambda: root.long_term._agent,
-        "long_term_write": lambda: root.long_term._write,
-        "merge_spaces": lambda: root.long_term._merge,
-        "memory_spaces": lambda: root.long_term._spaces,
-    }
 
 
 def restorable_states(flow: str) -> list[str]:
@@ -59,7 +41,9 @@ def illegal_pairs() -> list[tuple[str, str, str]]:
 
 def test_every_flow_has_a_context_and_illegal_pairs() -> None:
     ports, _ = memory_ports()
-    assert set(_contexts(MemoryRoot.open("/unused", Config(), ports=ports))) == set(flow_names())
+    assert set(flow_contexts(MemoryRoot.open("/unused", Config(), ports=ports))) == set(
+        flow_names()
+    )
     flows = {f for f, _, _ in illegal_pairs()}
     assert flows == set(flow_names())
     assert ("hot_memory_mutation", "closed", "add") in illegal_pairs()
@@ -73,7 +57,7 @@ def test_illegal_event_raises_and_the_state_does_not_move(
 ) -> None:
     ports, log = memory_ports()
     root = MemoryRoot.open("/unused", Config(), ports=ports)
-    context = _contexts(root)[flow]()
+    context = flow_contexts(root)[flow]()
     context.state = state  # restore: the machine starts here without entry actions
     machine = load_flow(flow).machine_class(model=context)
     log.clear()
@@ -88,7 +72,7 @@ def test_illegal_event_raises_and_the_state_does_not_move(
 def test_unknown_events_are_illegal_too() -> None:
     ports, _ = memory_ports()
     root = MemoryRoot.open("/unused", Config(), ports=ports)
-    for flow, make in _contexts(root).items():
+    for flow, make in flow_contexts(root).items():
         machine = make()._machine
         state = machine.current_state_value
         for event in ("bogus", "send", "__init__", "add_listener"):

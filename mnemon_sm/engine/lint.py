@@ -4,7 +4,8 @@
   ``is_``/``has_``/``can_``, validators ``check_``, actions anything else;
 - every port call a state declares exists on the port protocols (``<port>.<method>``, where
   ``<port>`` is a field of the ``Ports`` bundle and its protocol is looked up in the explicit
-  table ``mnemon_sm.ports.PORT_PROTOCOLS``);
+  table ``mnemon_sm.ports.PORT_PROTOCOLS``, or is a method of one of its optional capabilities
+  in ``PORT_CAPABILITIES``);
 - every invariant ID is checked by at least one property test (its ID appears in a file of
   the property-test directory as a string literal, as in ``invariant("INV-HOT-1")``).
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from mnemon_sm.engine.registry import qualified_name
 from mnemon_sm.engine.spec import LoadedFlow
-from mnemon_sm.ports import PORT_PROTOCOLS
+from mnemon_sm.ports import PORT_CAPABILITIES, PORT_PROTOCOLS
 
 __all__ = ["lint_flow", "port_methods", "string_literals"]
 
@@ -29,9 +30,13 @@ _VALIDATOR_PREFIX = "check_"
 
 
 def port_methods() -> set[str]:
-    """Every ``<port>.<method>`` the port protocols define."""
+    """Every ``<port>.<method>`` the port protocols and their optional capabilities define."""
     found = set()
-    for port, protocol in PORT_PROTOCOLS.items():
+    tables = [PORT_PROTOCOLS.items()] + [
+        [(port, protocol) for protocol in protocols]
+        for port, protocols in PORT_CAPABILITIES.items()
+    ]
+    for port, protocol in (entry for table in tables for entry in table):
         for method, _ in inspect.getmembers(protocol, inspect.isfunction):
             if not method.startswith("_"):
                 found.add(f"{port}.{method}")

@@ -26,10 +26,20 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from mnemon_sm.ports.embedder import Embedder
-from mnemon_sm.ports.long_term.port import LongTermStore
+from mnemon_sm.ports.long_term.port import DenseBackfill, LongTermStore, SideIndex
 from mnemon_sm.ports.workers import Workers
 
-__all__ = ["PORT_PROTOCOLS", "TEMP_NAME", "Clock", "Files", "Ids", "Locks", "Ports", "Stamp"]
+__all__ = [
+    "PORT_CAPABILITIES",
+    "PORT_PROTOCOLS",
+    "TEMP_NAME",
+    "Clock",
+    "Files",
+    "Ids",
+    "Locks",
+    "Ports",
+    "Stamp",
+]
 
 #: Every temporary file an adapter creates is named ``.<name>.<pid>.<epoch ms>.<hex>.tmp``
 #: (the reference's pattern), so an opener can recognise and remove what a crashed writer left.
@@ -179,3 +189,8 @@ PORT_PROTOCOLS: dict[str, type] = {
     "embedder": Embedder,
     "ids": Ids,
 }
+
+#: The optional capabilities a port's adapter may have beyond its protocol, by field name:
+#: ``long_term.embed_missing`` in a spec refers to :class:`DenseBackfill`'s method (the spec lint
+#: reads this table too). A flow checks the capability before it calls it.
+PORT_CAPABILITIES: dict[str, tuple[type, ...]] = {"long_term": (DenseBackfill, SideIndex)}

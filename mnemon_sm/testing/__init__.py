@@ -10,5 +10,6 @@ contract and (with Hypothesis installed) strategies.
 - :mod:`.maintenance`: seeded roots and scripted workers for capacity-maintenance tests.
 - :mod:`.fake_mnemon`: a fake ``mnemon`` executable over the embedded store.
 - :mod:`.coverage`: which spec transitions a run took.
+- :mod:`.flows`: a root's flow contexts by flow name.
 - :mod:`.strategies`: Hypothesis strategies (the only module that needs Hypothesis).
 """

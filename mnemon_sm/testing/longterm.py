@@ -9,6 +9,12 @@ algorithm).
 
 :class:`ScriptedWorkers` returns, per worker kind, results produced by a callable the test
 gives (which may use the tool box, raise, or return garbage), and records every request.
+
+:class:`MemoryUpkeepStore` is :class:`MemoryLongTermStore` with the embedded store's optional
+capabilities (:class:`~mnemon_sm.ports.long_term.port.DenseBackfill`,
+:class:`~mnemon_sm.ports.long_term.port.SideIndex`): it embeds, through the embedder given,
+the active insights it has no vector for, oldest first, a batch at a time; its side index is
+a record of which spaces were rebuilt.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import attrs
 
 from mnemon_sm.errors import InvalidInput, UnknownInsight, UnknownSpace
 from mnemon_sm.ports import Clock
+from mnemon_sm.ports.embedder import Embedder
+from mnemon_sm.ports.embedder_checks import embed_checked
 from mnemon_sm.ports.long_term import checks
 from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.long_term.values import (
@@ -41,7 +49,7 @@ from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.calls import CallLog
 from mnemon_sm.text import iso_ms, words
 
-__all__ = ["MemoryLongTermStore", "ScriptedWorkers"]
+__all__ = ["MemoryLongTermStore", "MemoryUpkeepStore", "ScriptedWorkers"]
 
 
 @attrs.define
@@ -280,19 +288,25 @@ class MemoryLongTermStore:
         if not draft.insights:
             raise InvalidInput("an import draft needs at least one insight")
         ids, imported, skipped = [], 0, 0
-        for d in draft.insights:
-            receipt = self.remember(
-                space,
-                d.content,
-                category=d.category,
-                importance=d.importance,
-                tags=d.tags,
-                entities=d.entities,
-                source=d.source or "user",
-            )
-            ids.append(receipt.id)
-            imported += receipt.action == "added"
-            skipped += receipt.action == "skipped"
+        # Storing each insight is part of this one port call, not a ``remember`` call of its
+        # own: the log is put aside meanwhile (callers hold the service's mutex).
+        log, self.log = self.log, CallLog()
+        try:
+            for d in draft.insights:
+                receipt = self.remember(
+                    space,
+                    d.content,
+                    category=d.category,
+                    importance=d.importance,
+                    tags=d.tags,
+                    entities=d.entities,
+                    source=d.source or "user",
+                )
+                ids.append(receipt.id)
+                imported += receipt.action == "added"
+                skipped += receipt.action == "skipped"
+        finally:
+            self.log = log
         s = self._space(space)
         for e in draft.edges:
             s.edges[(ids[e.source_index], ids[e.target_index], e.edge_type)] = e.weight
@@ -300,6 +314,45 @@ class MemoryLongTermStore:
 
 
 Script = Callable[[WorkerRequest, ToolBox], object]
+
+
+class MemoryUpkeepStore(MemoryLongTermStore):
+    """The in-memory store with a vector backfill and a side index to rebuild."""
+
+    def __init__(
+        self, clock: Clock, log: CallLog | None = None, *, embedder: Embedder | None = None
+    ) -> None:
+        super().__init__(clock, log)
+        self._embedder = embedder
+        self.vectors: dict[tuple[str, str], object] = {}  # (space, insight id) -> vector
+        self.rebuilt: list[str] = []
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._embedder
+
+    def embed_missing(
+        self, space: str, *, batch: int = 64, progress: Callable[[int, int], None] | None = None
+    ) -> int:
+        self.log.record("long_term", "embed_missing", space)
+        if self._embedder is None:
+            raise InvalidInput("no embedder is configured")
+        todo = [
+            i for k, i in self._space(space).insights.items() if (space, k) not in self.vectors
+        ]
+        for start in range(0, len(todo), batch):
+            chunk = todo[start : start + batch]
+            rows = embed_checked(self._embedder, [i.content for i in chunk])
+            for insight, row in zip(chunk, rows, strict=True):
+                self.vectors[(space, insight.id)] = row
+            if progress is not None:
+                progress(start + len(chunk), len(todo))
+        return len(todo)
+
+    def rebuild_index(self, space: str) -> None:
+        self.log.record("long_term", "rebuild_index", space)
+        self._space(space)
+        self.rebuilt.append(space)
 
 
 class ScriptedWorkers:

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.errors import LockTimeout, StorageError
 from mnemon_sm.ports import Ports, Stamp
+from mnemon_sm.ports.embedder import Embedder
 from mnemon_sm.testing.calls import Call, CallLog
-from mnemon_sm.testing.longterm import MemoryLongTermStore
+from mnemon_sm.testing.longterm import MemoryLongTermStore, MemoryUpkeepStore
 
 __all__ = [
     "Call",
@@ -319,9 +320,15 @@ class FakeClock:
 
 
 def memory_ports(
-    log: CallLog | None = None, *, track_durability: bool = False
+    log: CallLog | None = None,
+    *,
+    track_durability: bool = False,
+    embedder: Embedder | None = None,
+    upkeep: bool = False,
 ) -> tuple[Ports, CallLog]:
-    """A bundle of fakes sharing one call log (the workers are the built-in ones)."""
+    """A bundle of fakes sharing one call log (the workers are the built-in ones). With
+    ``upkeep`` (or an ``embedder``), the long-term store is a :class:`MemoryUpkeepStore`: it
+    can backfill vectors through ``embedder`` and rebuild a side index."""
     log = log if log is not None else CallLog()
     files = MemoryFiles(log, track_durability=track_durability)
     clock = FakeClock(log=log)
@@ -329,7 +336,11 @@ def memory_ports(
         files=files,
         locks=MemoryLocks(log),
         clock=clock,
-        long_term=MemoryLongTermStore(clock, log),
+        long_term=(
+            MemoryUpkeepStore(clock, log, embedder=embedder)
+            if upkeep or embedder is not None
+            else MemoryLongTermStore(clock, log)
+        ),
         workers=BuiltinWorkers(),
         ids=MemoryIds(log),
     )

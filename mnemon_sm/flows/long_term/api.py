@@ -2,8 +2,9 @@
 
 Operations are steps of flows: recall, agent search and writes run a worker; direct search,
 related and status are the deterministic reads (``direct_search``); listing, creating, updating
-and deleting spaces are ``memory_spaces``; merge is ``merge_spaces``. Bulk import and the
-store's own maintenance (vector backfill, side-index rebuild) call the service. Deterministic
+and deleting spaces are ``memory_spaces``; merge is ``merge_spaces``; bulk import and the store's
+own maintenance (vector backfill, side-index rebuild) are ``store_upkeep``, a step per batch or
+per space. Deterministic
 operations of one root are serialized by the service's mutex, held per operation and per tool
 call of a worker, never while a worker thinks; each flow that runs a worker is serialized by a
 lock of its own (one machine per flow). So a slow recall worker delays the next recall, never a
@@ -17,7 +18,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mnemon_sm.errors import InvalidInput
 from mnemon_sm.flows.long_term.catalog import Catalog, Space
 from mnemon_sm.flows.long_term.recall import (
     AgentAnswer,
@@ -29,6 +29,7 @@ from mnemon_sm.flows.long_term.recall import (
 from mnemon_sm.flows.long_term.service import LongTermService, SearchResult
 from mnemon_sm.flows.long_term.spaces import SpacesFlow
 from mnemon_sm.flows.long_term.tools import ScopedTools
+from mnemon_sm.flows.long_term.upkeep import UpkeepFlow
 from mnemon_sm.flows.long_term.write import MergeFlow, WriteFlow, WriteReceipt
 from mnemon_sm.flows.workers.requests import build_request
 from mnemon_sm.flows.workers.runner import Delegate, host_only
@@ -61,7 +62,9 @@ class LongTermMemory:
         self._write = WriteFlow(self.service, delegate)
         self._merge = MergeFlow(self.service)
         self._spaces = SpacesFlow(self.service)
-        self._recall_lock, self._agent_lock, self._write_lock = (
+        self._upkeep = UpkeepFlow(self.service)
+        self._recall_lock, self._agent_lock, self._write_lock, self._upkeep_lock = (
+            threading.RLock(),
             threading.RLock(),
             threading.RLock(),
             threading.RLock(),
@@ -217,26 +220,10 @@ class LongTermMemory:
             InactiveSpace: as for ``remember``. StorageError: a batch failed; the batches
             before it are stored.
         """
-        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10_000:
-            raise InvalidInput("batch must be an integer from 1 to 10000")
-        with self._mutex:
-            target, drafts = self.service.prepare_import(items, space)
-        ids: list[str] = []
-        imported = skipped = 0
-        for start in range(0, len(drafts), batch):
-            with self._mutex:
-                report = self.service.import_chunk(target, drafts[start : start + batch])
-            ids += report.ids
-            imported, skipped = imported + report.imported, skipped + report.skipped
-            if progress is not None:
-                progress(len(ids), len(drafts))
-        return {
-            "memoryBodyId": target.id,
-            "memoryBodyName": target.name,
-            "imported": imported,
-            "skipped": skipped,
-            "ids": ids,
-        }
+        request = {"items": items, "space": space, "batch": batch, "progress": progress}
+        with self._upkeep_lock:
+            report: dict[str, Any] = self._upkeep.perform("import_items", request=request)
+        return report
 
     @host_only
     def embed_missing(self, *, progress: Callable[[str, int, int], None] | None = None) -> int:
@@ -248,16 +235,8 @@ class LongTermMemory:
             InvalidInput: no embedder is configured, or the store ranks with its own engine
             (the Mnemon CLI). EmbeddingFailed: the embedder failed (vectors stored stay).
         """
-        self.service.check_dense_backfill()
-        total = 0
-        for found in self.spaces():
-            space_id = found.id
-
-            def report(done: int, of: int, space_id: str = space_id) -> None:
-                if progress is not None:
-                    progress(space_id, done, of)
-
-            total += self.service.embed_missing(space_id, progress=report)
+        with self._upkeep_lock:
+            total: int = self._upkeep.perform("embed_missing", request={"progress": progress})
         return total
 
     @host_only
@@ -265,11 +244,8 @@ class LongTermMemory:
         """Rebuild the side index of ``space``, or of every space, from ``mnemon.db`` (never
         needed for correctness; see the side index's staleness rules). Returns the spaces
         rebuilt. Raises ``InvalidInput`` when the store keeps no side index (the Mnemon CLI)."""
-        self.service.check_side_index()
-        with self._mutex:
-            ids = [self.service.space(space).id] if space else [s.id for s in self.spaces()]
-        for space_id in ids:
-            self.service.rebuild_index(space_id)
+        with self._upkeep_lock:
+            ids: list[str] = self._upkeep.perform("rebuild_index", request={"space": space})
         return ids
 
     # -- writes (through the write worker) -------------------------------------------------
@@ -319,7 +295,7 @@ class LongTermMemory:
             return receipt
 
     def close(self) -> None:
-        with self._recall_lock, self._agent_lock, self._write_lock, self._mutex:
+        with self._recall_lock, self._agent_lock, self._write_lock, self._upkeep_lock, self._mutex:
             for flow in (
                 self._recall,
                 self._direct,
@@ -327,5 +303,6 @@ class LongTermMemory:
                 self._write,
                 self._merge,
                 self._spaces,
+                self._upkeep,
             ):
                 flow.close()
