@@ -28,7 +28,7 @@ from mnemon_sm.root import MemoryRoot
 
 __all__ = ["main"]
 
-EXIT_REJECTED, EXIT_USAGE, EXIT_STORAGE = 1, 2, 3
+EXIT_REJECTED, EXIT_STORAGE = 1, 3  # a usage error exits 2: argparse does it
 
 
 def default_root() -> Path:

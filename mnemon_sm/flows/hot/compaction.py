@@ -24,9 +24,9 @@ from __future__ import annotations
 import attrs
 
 from mnemon_sm.errors import InvalidInput, RevisionConflict
-from mnemon_sm.flows.hot.history import HistoryRound, maintenance_kind, preserved_round
+from mnemon_sm.flows.hot.history import HistoryRound, preserved_round
 from mnemon_sm.flows.hot.maintenance_values import Candidate
-from mnemon_sm.flows.hot.model import HotEntry, HotStore, Target
+from mnemon_sm.flows.hot.model import HotEntry, HotStore, Target, maintenance_kind
 from mnemon_sm.flows.hot.packing import pack
 from mnemon_sm.flows.hot.rules import Commit, Mutation, Rejected, Unchanged, plan_mutation
 

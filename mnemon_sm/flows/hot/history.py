@@ -45,18 +45,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 import attrs
 
 from mnemon_sm.convert import converter, register_camel_case
 from mnemon_sm.errors import InvalidInput, UnknownHistoryEntry
-from mnemon_sm.flows.hot.model import TARGETS, HotEntry, Importance, Target
+from mnemon_sm.flows.hot.maintenance_values import Candidate
+from mnemon_sm.flows.hot.model import TARGETS, HotEntry, Importance, Kind, Target
 from mnemon_sm.ports import Files
 from mnemon_sm.ports.storage import durable_replace, parse_versioned
-
-if TYPE_CHECKING:
-    from mnemon_sm.flows.hot.maintenance_values import Candidate
 
 __all__ = [
     "HISTORY_PATH",
@@ -68,7 +66,6 @@ __all__ = [
     "HotHistory",
     "PreservedEntry",
     "encode_round",
-    "maintenance_kind",
     "preserved_round",
 ]
 
@@ -78,7 +75,6 @@ KEEP_ROUNDS = 64  # the newest rounds a compaction never drops
 MAX_BYTES = 1 << 20  # past this size the file is compacted
 
 Fate = Literal["removed", "rewritten"]
-Kind = Literal["local-compaction", "long-term-archive"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 
@@ -145,12 +141,6 @@ class HistoryItem:
 
 for _cls in (PreservedEntry, HistoryRound, HistoryItem):
     register_camel_case(_cls)
-
-
-def maintenance_kind(target: str) -> Kind:
-    """What capacity maintenance does to ``target``: MEMORY.md is archived, USER.md compacted
-    locally."""
-    return "long-term-archive" if target == "memory" else "local-compaction"
 
 
 def preserved_round(

@@ -11,8 +11,7 @@ from typing import Literal
 import attrs
 
 from mnemon_sm.convert import register_camel_case
-from mnemon_sm.flows.hot.history import maintenance_kind
-from mnemon_sm.flows.hot.model import HotEntry, Importance, Target
+from mnemon_sm.flows.hot.model import HotEntry, Importance, Kind, Target, maintenance_kind
 
 __all__ = [
     "ArchiveResult",
@@ -23,8 +22,6 @@ __all__ = [
     "MaintenanceBlock",
     "Snapshot",
 ]
-
-Kind = Literal["local-compaction", "long-term-archive"]
 
 
 @attrs.frozen

@@ -47,6 +47,15 @@ __all__ = [
 
 Target = Literal["user", "memory"]
 TARGETS: tuple[Target, ...] = get_args(Target)
+#: What capacity maintenance does to a target (see :func:`maintenance_kind`).
+Kind = Literal["local-compaction", "long-term-archive"]
+
+
+def maintenance_kind(target: str) -> Kind:
+    """What capacity maintenance does to ``target``: MEMORY.md is archived, USER.md compacted
+    locally."""
+    return "long-term-archive" if target == "memory" else "local-compaction"
+
 
 _DELIMITER_BYTES = DELIMITER.encode("utf-8")
 ENTRY_MAX_BYTES = 8192  # one entry, UTF-8 (larger than USER.md's budget, as in the reference)
