@@ -28,17 +28,17 @@ from mnemon_sm.errors import (
 from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.documents.model import INDEX_PATH, render, slug
 from mnemon_sm.flows.documents.values import DocumentResult
-from mnemon_sm.ports import Ports
+from mnemon_sm.ports import Files, Ports
 from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.coverage import TransitionRecorder
 from mnemon_sm.testing.faults import Fault, FaultInjector, RaisingPort, faulty_ports
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import held_run_data, insight_contents, world
-from mnemon_sm.testing.memory import MemoryFiles, memory_ports
+from mnemon_sm.testing.memory import CallLog, MemoryFiles, memory_ports
 from mnemon_sm.testing.snapshot import root_state
 
-from ._flow_probe import assert_pure, calls_by_state, flow_probe, undeclared
+from ._flow_probe import assert_pure, calls_by_state, flow_probe, port_gaps
 
 LIMIT = 4096
 CONFIG = Config(durability="off", documents_active_limit=LIMIT)
@@ -694,25 +694,74 @@ def test_a_corrupt_index_is_reported_and_left_alone() -> None:
     assert files.read(INDEX_PATH) == bad
 
 
-def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
-    """Every call a document flow makes is tagged with the state it is in, rest states
-    included: a validator or an edge's action runs in idle, the repair on open in opening."""
-    ports, log = memory_ports()
-    roots: list[MemoryRoot] = []
-    log.probe = flow_probe(
-        lambda: [f for r in roots for f in (r.documents._flow, r.documents._search)]
-    )
-    roots.append(MemoryRoot.open("/roots/r", CONFIG, ports=ports))
-    ids = fill(roots[0], ports, 3)
+#: The port tests run with fsync on, as the spec declares the calls of a durable root.
+PORTS_CONFIG = Config(durability="full", documents_active_limit=LIMIT)
+PORT_FLOWS = ("document_mutation", "document_search")
+
+
+class FailingWrite:
+    """A ``Files`` port whose next ``write_temp`` of a path starting with :attr:`fails` raises
+    ``StorageError`` (the disk is full there), once; every other call passes through."""
+
+    def __init__(self, inner: Files) -> None:
+        self.inner = inner
+        self.fails: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def write_temp(self, path: str, data: bytes) -> str:
+        if self.fails is not None and path.startswith(self.fails):
+            self.fails = None
+            raise StorageError(f"no space left on the device for {path}")
+        return self.inner.write_temp(path, data)
+
+
+class PortStories:
+    """Roots of several stories on one call log whose probe tags each call with the document
+    flow state it is made in (a worker's tool calls with the state of the flow waiting for
+    it); :meth:`observed` is what the stories called, per state."""
+
+    def __init__(self) -> None:
+        self.log = CallLog()
+        self.roots: list[MemoryRoot] = []
+        self.log.probe = flow_probe(
+            lambda: [f for r in self.roots for f in (r.documents._flow, r.documents._search)]
+        )
+
+    def ports(self, script: Callable[[WorkerRequest, ToolBox], object] | None = None) -> Ports:
+        """Fresh ports on the shared log; ``script`` is the archive worker (on a thread of its
+        own, as a worker that is not host code runs), else the built-in one (inline)."""
+        ports, _ = memory_ports(self.log)
+        if script is None:
+            return ports
+        return attrs.evolve(ports, workers=ScriptedWorkers({"document_archive": script}, self.log))
+
+    def open(self, ports: Ports) -> MemoryRoot:
+        self.roots.append(MemoryRoot.open("/roots/r", PORTS_CONFIG, ports=ports))
+        return self.roots[-1]
+
+    def observed(self) -> dict[tuple[str, str], set[str]]:
+        return calls_by_state(self.log.calls)
+
+
+def _repair_archive_and_search(stories: PortStories) -> None:
+    """Opening repairs a crashed writer's leftovers (a temp file, an archived copy of a move
+    that crashed before its commit, an active file lost after it); the built-in worker archives
+    for room through a new space; an update, a manual archive, a refusal and two searches."""
+    ports = stories.ports()
+    ids = fill(stories.open(ports), ports, 3)
     files = ports.files
     assert isinstance(files, MemoryFiles)
     files.put("documents/active/.x.md.1.2.ab.tmp", b"left by a crashed writer")
-    record, body = roots[0].documents.get(ids[0])
-    assert body is not None  # the archived copy of a move that crashed before its commit:
-    files.put(f"documents/archived/{record.filename}", render(record, body))
-    roots.append(MemoryRoot.open("/roots/r", CONFIG, ports=ports))  # repairs both
-    root = roots[-1]
+    for doc in ids[:2]:
+        record, body = stories.roots[0].documents.get(doc)
+        assert body is not None  # the archived copy of a move that crashed before its commit:
+        files.put(f"documents/archived/{record.filename}", render(record, body))
+    files.remove(stories.roots[0].documents.get(ids[1])[0].relative_path)  # restored from it
+    root = stories.open(ports)  # repairs all three
     assert not [n for n in files_of(ports) if n.endswith(".tmp") or "archived/" in n]
+    assert root.documents.get(ids[1])[1] == BODY.strip()
     root.documents.create("One more runbook", BODY)  # archives through a new space
     root.documents.update(ids[2], content="short now")
     root.documents.archive(ids[2])
@@ -720,8 +769,81 @@ def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
         root.documents.create("", "no title")  # refused in planning
     root.documents.search("runbook")
     root.documents.search("runbook", limit=5, include_archived=True, record_access=False)
-    observed = calls_by_state(log.calls)
-    assert undeclared(observed) == {}
+
+
+def _a_reference_found_on_disk(stories: PortStories) -> None:
+    """The cold reference already exists, in a store found on disk that the catalog does not
+    list yet: the worker (on its own thread) lists the spaces, which registers that store (a
+    catalog write while delegating), recalls the reference and names it; confirming reads it
+    from long-term memory, since it is no write of this run."""
+
+    def script(request: WorkerRequest, tools: ToolBox) -> object:
+        tools.call("mnemon_memory_bodies", {})
+        found = tools.call("mnemon_recall", {"query": request.data["contentSha256"]})
+        [hit] = found["results"]
+        return {
+            "summary": "A runbook.",
+            "action": "archived",
+            "memoryBodyIds": [hit["memoryBodyId"]],
+            "references": [{"memoryBodyId": hit["memoryBodyId"], "id": hit["id"]}],
+        }
+
+    ports = stories.ports(script)
+    root = stories.open(ports)
+    [doc] = fill(root, ports, 1)
+    record = root.documents.get(doc)[0]
+    ports.long_term.create_space("found")  # a store of the root no catalog lists yet
+    reference = f"Runbook 0, archived at /roots/r/{record.path('archived')}"
+    ports.long_term.remember("found", f"{reference} (sha256 {record.content_hash}).")
+    result = root.documents.archive(doc)
+    assert result.document.status == "archived" and result.memory_body_ids == ("found",)
+    assert [s.id for s in root.long_term.spaces()] == ["found"]
+
+
+def _storage_failures(stories: PortStories) -> None:
+    """A full disk fails a create's index commit (its new file is removed again) and the
+    archived copy of a move whose worker created a space and remembered into it (the remember
+    is forgotten and the space deleted: nothing of the archive stays)."""
+
+    def script(request: WorkerRequest, tools: ToolBox) -> object:
+        tools.call("mnemon_memory_bodies", {})
+        space = tools.call(
+            "mnemon_memory_body_create", {"name": "Archive", "description": "Cold references"}
+        )["memoryBodyId"]
+        text = f"Archived at {request.data['plannedPath']}, {request.data['contentSha256']}."
+        receipt = tools.call("mnemon_remember", {"content": text, "memoryBodyId": space})
+        return {
+            "summary": "A runbook.",
+            "action": "archived",
+            "memoryBodyIds": [space],
+            "references": [{"memoryBodyId": space, "id": receipt["id"]}],
+        }
+
+    ports = stories.ports(script)
+    files = FailingWrite(ports.files)
+    root = stories.open(attrs.evolve(ports, files=files))
+    general = root.long_term.create_space("General memory", "Durable facts", active=True)
+    [doc] = fill(root, ports, 1)
+    before = files_of(ports)
+    files.fails = INDEX_PATH
+    with pytest.raises(StorageError):
+        root.documents.create("Note", "a short note")
+    files.fails = "documents/archived/"
+    with pytest.raises(StorageError):
+        root.documents.archive(doc)
+    assert files.fails is None and files_of(ports) == before
+    assert [s.id for s in root.long_term.spaces()] == [general.id]
+    assert root.documents.get(doc)[0].status == "active"
+
+
+def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
+    """Every call a document flow makes is tagged with the state it is in, rest states
+    included (a validator or an edge's action runs in idle, the repair on open in opening),
+    and every state makes exactly the calls its spec declares: none undeclared, and each
+    declared port reached by one of the stories."""
+    stories = PortStories()
+    _repair_archive_and_search(stories)
+    observed = stories.observed()
     # confirming: a staged reference is checked without a port call; idle: none at all
     assert {s for f, s in observed if f == "document_mutation"} == {
         "opening",
@@ -738,6 +860,13 @@ def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
     moving = observed[("document_mutation", "moving")]
     assert {"long_term.remember", "long_term.insights"} <= moving
     assert "long_term.remember" not in observed[("document_mutation", "delegating")]
+    _a_reference_found_on_disk(stories)
+    _storage_failures(stories)
+    gaps = port_gaps(stories.observed(), PORT_FLOWS)
+    assert gaps == {}, "\n".join(
+        f"{state}: undeclared {sorted(extra)}, declared but never called {sorted(unused)}"
+        for state, (extra, unused) in gaps.items()
+    )
 
 
 def test_the_validators_are_pure() -> None:
