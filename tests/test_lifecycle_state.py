@@ -15,20 +15,26 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
-from mnemon_sm import Config, IllegalEvent, MemoryRoot, MnemonError
+from mnemon_sm import Config, IllegalEvent, MemoryRoot, MnemonError, StorageError
 from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.flows.lifecycle import state as persisted
+from mnemon_sm.flows.lifecycle.api import AgentLifecycle
 from mnemon_sm.flows.lifecycle.scoring import ACTIVITY_KEPT, MESSAGE_IDS_KEPT
+from mnemon_sm.flows.lifecycle.state import FLOW
+from mnemon_sm.flows.long_term.catalog import CATALOG_PATH
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.memory import memory_ports
 from mnemon_sm.testing.snapshot import root_state
 from property_tests.scoring_model import as_reference, reference_score
+from tests._failing_renames import FailingRenames
+from tests._flow_probe import calls_by_state, flow_probe, port_gaps
 from tests.test_lifecycle import tools, user
 
 IDLE_MS = 30_000
@@ -118,66 +124,122 @@ def test_a_state_lost_under_an_open_agent_is_read_as_new_and_written_by_the_next
     assert restored == agent.status() and restored["primePending"]
 
 
-def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
+def lifecycle_probe(agents: Callable[[], Iterable[AgentLifecycle]]) -> Callable[[], str | None]:
+    """:func:`~tests._flow_probe.flow_probe`, and a tag for the calls no flow context makes:
+    those of an agent's facade around an event (its lock and re-read, and the opening of an
+    agent, which counts as the initial state before its machine exists) get the state its flow
+    is in, and those made on a review worker's thread the state of the agent reviewing."""
+    flows = flow_probe(lambda: ())
+    initial = load_flow(FLOW).spec.initial
+
+    def probe() -> str | None:
+        tag = flows()
+        if tag is not None:
+            return tag
+        frame = sys._getframe(1)
+        while frame is not None:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, AgentLifecycle):
+                flow = getattr(owner, "_flow", None)
+                return f"{FLOW}:{initial if flow is None else flow.state}"
+            frame = frame.f_back  # type: ignore[assignment]
+        reviewing = [a for a in agents() if a._flow.state == "reviewing"]
+        return f"{FLOW}:reviewing" if reviewing else None
+
+    return probe
+
+
+def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
     """Every port call the lifecycle makes is declared by the state the agent is in when it
-    happens, resting states included (the lock and re-read of every event, the persist
-    actions' writes); calls before an agent's machine exists count as its initial state."""
-    ports, log = memory_ports()
-    ports = attrs.evolve(ports, workers=ScriptedWorkers({"review": stage_and_skip}, log))
-    root = MemoryRoot.open("/r", Config(durability="full", idle_review_ms=IDLE_MS), ports=ports)
-    spec = load_flow("agent_lifecycle").spec
+    happens, and every declared call is made: resting states included (the lock and re-read
+    of every event, the persist actions' appends and, for a new file or one whose tail a power
+    loss tore, atomic replacements, whose temporary file is removed when the disk fails the
+    rename); opening an agent counts as its initial state (a crashed replacement's temporary
+    file removed); the review worker's tool calls are reviewing's (its listing registers a
+    store found on disk: catalog writes); applying the review's change is the hot-memory
+    flow's work."""
+    inner, log = memory_ports()
+    files = FailingRenames(inner.files)
+    workers = ScriptedWorkers({"review": stage_and_skip}, log)
+    ports = attrs.evolve(inner, files=files, workers=workers)
+    config = Config(durability="full", idle_review_ms=IDLE_MS)
+    root = MemoryRoot.open("/r", config, ports=ports)
+    root.long_term.create_space("Build", "Build facts", active=True)
+    root.long_term.service.remember("The build server listens on port 8443", space_id="default")
+    inner.long_term.create_space("found")  # type: ignore[union-attr]
+    inner.files.ensure_dir(persisted.STATE_DIR)
+    inner.files.write_temp(STATE, b"left by a crashed replacement")
+    now = inner.clock.now_ms()
+    log.probe = lifecycle_probe(lambda: root._lifecycles.values())
 
-    def probe() -> str:
-        agent = root._lifecycles.get("main")
-        return spec.initial if agent is None else str(agent._flow.state)
+    def tear(path: str = STATE) -> None:  # a power loss tore the tail: the next save replaces
+        inner.files.put(path, inner.files.files[path] + b'{"torn')  # type: ignore[attr-defined]
 
-    ports.files.ensure_dir(persisted.STATE_DIR)
-    ports.files.write_temp(STATE, b"left by a crashed replacement")
-    log.probe = probe
-    agent = root.lifecycle("main")
+    def failing_replacement(event: Callable[[], object], path: str = STATE) -> None:
+        tear(path)
+        failed = files.fail_next(path)
+        with pytest.raises(StorageError):
+            event()
+        assert failed == [path]
+
+    agent = root.lifecycle("main")  # idle: the stale temp removed, the first state written
     agent.pre_step(1, 1, [user("m1", "y" * 200)])
     agent.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))
-    agent.agent_busy()
-    agent.turn_ended(1)
-    agent.tick(ports.clock.now_ms() + IDLE_MS)
+    failing_replacement(agent.agent_busy)  # armed
+    agent.turn_ended(1)  # writes what the failure left unsaved, replacing the torn file
+    agent.tick(now + IDLE_MS)
+    assert agent.state == "deferred"
+    failing_replacement(lambda: agent.pre_step(1, 2, [user("m1b", "z" * 50)]))
     agent.status()
     agent.turn_ended(1)
     agent.agent_idle()
+    tear()  # reviewing replaces the file as it is entered
+    failed = files.fail_next(CATALOG_PATH)  # the worker cannot register the store on disk
     agent.tick()
     agent.turn_ended(2)
     assert agent.join(10) and agent.status()["lastReview"]["action"] == "skipped"
+    assert failed == [CATALOG_PATH]
     agent.pre_step(3, 1, [user("m3", "remember that the port is 8443 " + "p" * 200)])
     agent.turn_stopping(3, tools(3, ["a", "b", "c", "d"], 5))
     agent.turn_ended(3)
-    agent.tick(ports.clock.now_ms() + IDLE_MS)  # this one stores what it staged
+    agent.tick(now + IDLE_MS)  # this one looks around (registering the store), then stores
     assert agent.join(10) and agent.status()["lastReview"]["action"] == "stored"
     agent.dispose()
     agent.status()
+    other = root.lifecycle("other")  # another agent of the root
+    failing_replacement(other.dispose, persisted.state_path("other"))  # disposed
+    assert other.state == "idle"  # an entry action failed: the state is put back
+    other.dispose()
     with pytest.raises(IllegalEvent):
         agent.tick()
-    observed: dict[str, set[str]] = {}
-    for call in log.calls:
-        if call.state is not None:
-            observed.setdefault(call.state, set()).add(call.name)
-    assert set(observed) == {*spec.resting, "applying"}
-    for state, calls in observed.items():
-        declared = set(spec.states[state].ports)
-        assert calls <= declared, f"{state} made undeclared calls {calls - declared}"
+    observed = calls_by_state(log.calls)
+    gaps = port_gaps(observed, [FLOW])
+    assert gaps == {}, f"(undeclared, unused) per state: {gaps}"
+    spec = load_flow(FLOW).spec
+    assert {state for flow, state in observed if flow == FLOW} == {*spec.resting, "applying"}
     for state in spec.resting:  # every event's lock and re-read, and the persist actions
         wanted = {"locks.acquire", "files.read", "files.append", "files.fsync", "locks.release"}
-        assert wanted <= observed[state], (state, observed[state])
-    assert {"files.list", "files.remove"} <= observed["idle"]  # opening: a stale temp
-    assert "workers.run" in observed["reviewing"]
+        assert wanted <= observed[(FLOW, state)], (state, observed[(FLOW, state)])
+    assert {"files.list", "files.remove"} <= observed[(FLOW, "idle")]  # opening: a stale temp
+    assert "workers.run" in observed[(FLOW, "reviewing")]
 
 
 def stage_and_skip(request: Any, tools_: Any) -> object:
-    """A review that previews a change it cannot make and skips; or, when a user asked to
-    remember something, stages it and says so."""
+    """A review that lists the spaces (a failing disk may refuse it), previews a change it
+    cannot make and skips; or, when a user asked to remember something, looks at what
+    long-term memory and the documents hold, stages it and says so."""
     texts = [t for turn in request.data["turns"] for t in turn["userTexts"]]
     if any(t.startswith("remember") for t in texts):
+        tools_.call("mnemon_memory_bodies", {})
+        found = tools_.call("mnemon_recall", {"query": "port"})["results"]
+        related = {"memoryBodyId": found[0]["memoryBodyId"], "id": found[0]["id"]}
+        tools_.call("mnemon_related", related)
+        tools_.call("mnemon_document_search", {"query": "port"})
         add = {"action": "add", "target": "memory", "content": "The port is 8443"}
         tools_.call("mnemon_runtime_memory", add)
         return {"summary": "saved", "action": "stored", "documentIds": []}
+    with contextlib.suppress(MnemonError):
+        tools_.call("mnemon_memory_bodies", {})
     with contextlib.suppress(MnemonError):
         tools_.call(
             "mnemon_runtime_memory", {"action": "remove", "target": "user", "oldText": "x"}

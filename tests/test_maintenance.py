@@ -4,9 +4,11 @@ built-in workers and the journal. Properties live in property_tests/test_mainten
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from typing import Any
 
+import attrs
 import pytest
 
 from mnemon_sm import (
@@ -18,13 +20,17 @@ from mnemon_sm import (
     MemoryRoot,
     ReadOnly,
     RevisionConflict,
+    StorageError,
     ToolRefused,
     WorkerFailed,
 )
+from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.engine.spec import load_flow
+from mnemon_sm.flows.hot import journal as journal_module
 from mnemon_sm.flows.hot.journal import JOURNAL_PATH, Journal
 from mnemon_sm.flows.hot.maintenance import ARCHIVE_GRANTS, MaintenanceFlow
 from mnemon_sm.flows.hot.packing import budget, pack
+from mnemon_sm.flows.long_term.catalog import CATALOG_PATH
 from mnemon_sm.ports import Ports
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import ScriptedWorkers
@@ -36,6 +42,8 @@ from mnemon_sm.testing.maintenance import (
     world,
 )
 from mnemon_sm.testing.memory import memory_ports
+from tests._failing_renames import FailingRenames
+from tests._flow_probe import calls_by_state, flow_probe, port_gaps
 
 CONFIG = Config(durability="off")
 
@@ -43,8 +51,6 @@ CONFIG = Config(durability="off")
 def open_root(workers: Any = None, config: Config = CONFIG) -> tuple[MemoryRoot, Ports]:
     ports, _ = memory_ports()
     if workers is not None:
-        import attrs
-
         ports = attrs.evolve(ports, workers=workers)
     return MemoryRoot.open("/unused", config, ports=ports), ports
 
@@ -550,68 +556,135 @@ def test_a_corrupt_journal_fails_the_archive_and_changes_no_hot_memory() -> None
 
 # -- port calls per state --------------------------------------------------------------------
 
-
-def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
-    from mnemon_sm.engine.spec import load_flow
-
-    ports, log = memory_ports()
-    root = MemoryRoot.open("/unused", CONFIG, ports=ports)
-    seed(
-        ports,
-        [*memory_facts(49), *[("user", f"Pref {i} " + "q" * 900, "normal") for i in range(4)]],
-    )
-    root = reopen(ports)
-    flow = root._maintenance
-    log.probe = lambda: None if flow.state == "idle" else flow.state
-    log.clear()
-    root.hot.add("memory", "New durable fact: " + "n" * 200)  # archive into a new space
-    with pytest.raises(MaintenanceRejected):  # nothing to merge: the compactor declines
-        root.hot.add("user", "New preference " * 40)
-    observed: dict[str, set[str]] = {}
-    for call in log.calls:
-        if call.state is not None:
-            observed.setdefault(call.state, set()).add(call.name)
-    spec = load_flow("hot_memory_maintenance").spec
-    assert set(observed) == {"snapshotting", "delegating", "archiving", "committing"}
-    for state, calls in observed.items():
-        declared = set(spec.states[state].ports)
-        assert calls <= declared, f"{state} made undeclared calls {calls - declared}"
-    assert {"long_term.remember", "long_term.create_space"} <= observed["archiving"]
-    assert "long_term.remember" not in observed["delegating"]  # writes are only staged
-    assert "files.append" in observed["committing"]  # the history, under the same lock
+FLOW = "hot_memory_maintenance"
 
 
-def test_opening_recovers_the_journal_and_declares_its_port_calls() -> None:
-    """Journal recovery is the maintenance spec's opening state: a stale temporary file is
-    removed under the journal lock, with only the calls ``opening`` declares; a read-only
-    root opens without touching the journal."""
-    ports, log = memory_ports()
-    root = MemoryRoot.open("/unused", CONFIG, ports=ports)
+def leave_journal_debris(ports: Ports) -> str:
+    """What a crashed journal writer leaves (a temporary file, returned) and a journal of 3
+    records, one past the limit :func:`reopen_pruning` sets: opening removes the one and
+    prunes the other."""
     stale = "state/.maintenance-journal.json.1.2.ab.tmp"
     ports.files.put(stale, b"left by a crashed writer")  # type: ignore[attr-defined]
-    ports.files.put(JOURNAL_PATH, b'{"version": 1, "writes": []}\n')  # type: ignore[attr-defined]
-    log.probe = lambda: "maintenance-opening" if opening else None
-    opening = False
-    original = MaintenanceFlow.recover_journal
+    writes = [
+        {"contentSha256": f"{i:064x}", "memoryBodyId": "gone", "id": f"ins-{i}"}
+        | {"runId": "mnt-1-abc", "at": "2026-12-01T10:00:00.000Z"}
+        for i in range(3)
+    ]
+    doc = json.dumps({"version": 1, "writes": writes}).encode() + b"\n"
+    ports.files.put(JOURNAL_PATH, doc)  # type: ignore[attr-defined]
+    return stale
 
-    def watched(self: MaintenanceFlow) -> None:
-        nonlocal opening
-        opening = self.state == "opening"
-        try:
-            original(self)
-        finally:
-            opening = False
 
-    MaintenanceFlow.recover_journal = watched  # type: ignore[method-assign]
-    try:
-        MemoryRoot.open("/unused", Config(write_enabled=False), ports=ports)
-        assert [c for c in log.calls if c.state] == []  # read-only: nothing at all
-        root = reopen(ports)
-    finally:
-        MaintenanceFlow.recover_journal = original  # type: ignore[method-assign]
+def reopen_pruning(ports: Ports, monkeypatch: pytest.MonkeyPatch) -> MemoryRoot:
+    """:func:`reopen` with the journal's record limit lowered to 2 while the root opens."""
+    with monkeypatch.context() as patch:
+        patch.setattr(journal_module, "MAX_RECORDS", 2)
+        return reopen(ports)
+
+
+def probing_archiver(request: WorkerRequest, tools: ToolBox) -> object:
+    """An archiver that uses every tool it is granted: it lists the spaces (registering a store
+    found on disk), recalls the insight already holding the first entry and maps that entry
+    to it, and remembers every other entry in the space "Archive", which it creates unless it
+    is listed; the hot target is emptied."""
+    entries = request.data["snapshot"]
+    listed = tools.call("mnemon_memory_bodies", {})
+    query = {"query": entries[0]["content"], "mode": "basic", "memoryBodyIds": ["default"]}
+    stored = tools.call("mnemon_recall", query)["results"][0]
+    space = next((s["id"] for s in listed if s["name"] == "Archive"), None)
+    if space is None:
+        create = {"name": "Archive", "description": "Archived working memory", "active": True}
+        space = tools.call("mnemon_memory_body_create", create)["memoryBodyId"]
+    archived = [{"sourceIndex": 1, "memoryBodyId": "default", "id": stored["id"]}]
+    for e in entries[1:]:
+        receipt = tools.call("mnemon_remember", {"content": e["content"], "memoryBodyId": space})
+        archived.append({"sourceIndex": e["index"], "memoryBodyId": space, "id": receipt["id"]})
+    return {
+        "summary": "archived",
+        "action": "archived",
+        "memoryBodyIds": ["default", space],
+        "archived": archived,
+        "compactedEntries": [],
+    }
+
+
+def test_port_calls_in_each_state_are_the_ones_the_spec_declares(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Observed calls per state equal the declared ones, rest states included: none
+    undeclared, none unused. Opening recovers the journal (a stale temporary file, a record
+    past the limit); an archiver's tool calls are made while delegating (its listing registers
+    a store found on disk: catalog writes; its writes are only staged); archiving confirms an
+    insight already stored, creates a space, remembers and journals; committing settles the
+    journal (the compaction itself is the hot-memory flow's ``compact`` event: its calls are
+    that flow's). A disk failing each of the three atomic replacements (the catalog's while
+    delegating, the journal's while archiving and while committing) removes its temporary
+    file in that state. A compaction the worker declines and an opted-out overflow call
+    nothing."""
+    inner, log = memory_ports()
+    files = FailingRenames(inner.files)
+    workers = ScriptedWorkers({"archive": probing_archiver, "compact": BuiltinWorkers().run}, log)
+    ports = attrs.evolve(inner, files=files, workers=workers)
+    root = MemoryRoot.open("/unused", CONFIG, ports=ports)
+    root.long_term.create_space("Build", "Build facts", active=True)
+    facts = [*memory_facts(49), *[("user", f"Pref {i} " + "q" * 900, "normal") for i in range(4)]]
+    root.long_term.service.remember(facts[0][1], space_id="default")
+    seed(inner, facts)
+    leave_journal_debris(inner)
+    inner.long_term.create_space("found")  # type: ignore[union-attr]
+    flows: list[MaintenanceFlow] = []
+    log.probe = flow_probe(lambda: flows)
+    log.clear()
+    root = reopen_pruning(ports, monkeypatch)
+    flows.append(root._maintenance)
+    add = functools.partial(root.hot.add, "memory", "New durable fact: " + "n" * 200)
+    files.fails = lambda target: target == CATALOG_PATH  # registering the store found on disk
+    with pytest.raises(WorkerFailed):
+        add()
+    files.fails = lambda target: target == JOURNAL_PATH  # journaling the archive's writes
+    with pytest.raises(StorageError):
+        add()
+    # dropping the journal records of an archive that committed: harmless
+    files.fails = lambda target: target == JOURNAL_PATH and flows[0].state == "committing"
+    assert add().maintenance is not None  # archives everything
+    files.fails = lambda target: False
+    seed(inner, facts)  # full again: this archive reuses the insights the journal still holds
+    before = len(log.calls)
+    assert add().maintenance is not None
+    assert "long_term.remember" not in {c.name for c in log.calls[before:]}
+    assert insight_contents(ports)["default"] == [facts[0][1]]  # confirmed, not written again
+    with pytest.raises(MaintenanceRejected):  # nothing to merge: the compactor declines
+        root.hot.add("user", "New preference " * 40)
+    with pytest.raises(CapacityExceeded):
+        root.hot.add("user", "New preference " * 40, maintenance=False)
+    observed = calls_by_state(log.calls)
+    gaps = port_gaps(observed, [FLOW])
+    assert gaps == {}, f"(undeclared, unused) per state: {gaps}"
+    assert {"long_term.remember", "long_term.create_space"} <= observed[(FLOW, "archiving")]
+    assert "long_term.remember" not in observed[(FLOW, "delegating")]  # writes are only staged
+    # the history, appended by the hot-memory flow's compaction commit under the same lock
+    assert "files.append" in observed[("hot_memory_mutation", "committed")]
+
+
+def test_opening_recovers_the_journal_and_declares_its_port_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Journal recovery is the maintenance spec's opening state: a stale temporary file is
+    removed and old records are pruned under the journal lock, with exactly the calls
+    ``opening`` declares; a read-only root opens without touching the journal."""
+    ports, log = memory_ports()
+    root = MemoryRoot.open("/unused", CONFIG, ports=ports)
+    stale = leave_journal_debris(ports)
+    log.probe = flow_probe(lambda: [])
+    log.clear()
+    MemoryRoot.open("/unused", Config(write_enabled=False), ports=ports)
+    assert (FLOW, "opening") not in calls_by_state(log.calls)  # read-only: nothing at all
+    root = reopen_pruning(ports, monkeypatch)
     assert root._maintenance.state == "idle"
     assert stale not in ports.files.files  # type: ignore[attr-defined]
-    calls = {c.name for c in log.calls if c.state}
-    declared = set(load_flow("hot_memory_maintenance").spec.states["opening"].ports)
+    assert len(Journal(ports.files, ports.locks, 1000).read()) == 2
+    observed = calls_by_state(log.calls)
+    calls = observed[(FLOW, "opening")]
     assert {"files.list", "locks.acquire", "files.remove", "locks.release"} <= calls
-    assert calls <= declared, f"undeclared {calls - declared}"
+    gap = port_gaps(observed, [FLOW]).get(f"{FLOW}.opening")
+    assert gap is None, f"opening (undeclared, unused): {gap}"
