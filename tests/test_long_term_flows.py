@@ -26,40 +26,51 @@ from mnemon_sm import (
     UnknownSpace,
     WorkerFailed,
 )
+from mnemon_sm.adapters.sqlite.store import EmbeddedStore
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.adapters.workers.routing import choose_space, merge_target
-from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.long_term.catalog import CATALOG_PATH
 from mnemon_sm.flows.long_term.recall import RecallRun, SearchRun
 from mnemon_sm.flows.long_term.write import WriteRun
+from mnemon_sm.ports import Ports
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
+from mnemon_sm.testing.calls import CallLog
+from mnemon_sm.testing.embed import FakeEmbedder
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import held_run_data
 from mnemon_sm.testing.memory import memory_ports
 
-from ._flow_probe import assert_pure, calls_by_state, flow_probe, undeclared
+from ._flow_probe import assert_pure, calls_by_state, flow_probe, port_gaps
 
 Script = Callable[[WorkerRequest, ToolBox], object]
 
 
-def scripted(scripts: dict[str, Script]) -> ScriptedWorkers:
-    """Workers that run ``scripts`` where given and the built-in workers elsewhere."""
+def scripted(scripts: dict[str, Script], log: CallLog | None = None) -> ScriptedWorkers:
+    """Workers that run ``scripts`` where given and the built-in workers elsewhere (each run
+    recorded into ``log`` as ``workers.run``)."""
     builtin = BuiltinWorkers()
-    return ScriptedWorkers({k: scripts.get(k, builtin.run) for k in ("recall", "write", "answer")})
+    kinds = ("recall", "write", "answer")
+    return ScriptedWorkers({k: scripts.get(k, builtin.run) for k in kinds}, log)
 
 
-def seeded(scripts: dict[str, Script] | None = None, config: Config | None = None):
+def seeded(
+    scripts: dict[str, Script] | None = None,
+    config: Config | None = None,
+    *,
+    ports: tuple[Ports, CallLog] | None = None,
+):
     """A root with a "default" space holding three facts and an inactive second space,
-    seeded with the built-in workers, then reopened with ``scripts`` and ``config``."""
-    ports, log = memory_ports()
+    seeded with the built-in workers, then reopened with ``scripts`` and ``config``; on
+    ``ports`` and their call log (default: :func:`memory_ports`)."""
+    ports, log = ports or memory_ports()
     lt = MemoryRoot.open("/unused", Config(), ports=ports).long_term
     lt.remember("The deploy script lives in tools/deploy.sh", space="default")
     lt.remember("Releases are cut every second Tuesday", space="default")
     lt.remember("The staging database runs on port 5433", space="default")
     lt.create_space("Design notes", "Architecture decisions and trade-offs")
     if scripts is not None:
-        ports = attrs.evolve(ports, workers=scripted(scripts))
+        ports = attrs.evolve(ports, workers=scripted(scripts, log))
     return MemoryRoot.open("/unused", config or Config(), ports=ports), ports, log
 
 
@@ -490,77 +501,132 @@ def test_related_and_status_take_each_outcome_edge_and_rest_in_idle() -> None:
 # -- port calls per state ----------------------------------------------------------------
 
 
-def test_port_calls_in_each_state_are_declared_by_the_spec() -> None:
-    """Every call a long-term flow makes is tagged with the state it is in, rest states
-    included (a validator runs in idle, whose spec declares no port)."""
-    root, ports, log = seeded()
+class _Recorded:
+    """A port whose every public method call is recorded into a call log as
+    ``<port>.<method>`` (its other attributes pass through): the embedded store and an
+    embedder recorded like the fakes of :func:`memory_ports`."""
+
+    def __init__(self, port: str, inner: Any, log: CallLog) -> None:
+        self.port, self.inner, self.log = port, inner, log
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.inner, name)
+        if name.startswith("_") or not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.log.record(self.port, name)
+            return value(*args, **kwargs)
+
+        return call
+
+
+def embedded_ports(path: Path) -> tuple[Ports, CallLog, EmbeddedStore]:
+    """The recording fakes with the embedded store (relevance recall with a fake embedder)
+    in place of the memory store; the store and the embedder record into the same log. The
+    store itself is returned too: what it does directly is not recorded (another process)."""
+    ports, log = memory_ports()
+    embedder = _Recorded("embedder", FakeEmbedder(), log)
+    store = EmbeddedStore(path, ports.clock, embedder=embedder)
+    return attrs.evolve(ports, long_term=_Recorded("long_term", store, log)), log, store
+
+
+def _looks_first(store: EmbeddedStore) -> Script:
+    """A recall or write worker that looks around before it answers as the built-in worker
+    does: the spaces, a relevance recall of its query or content, the neighbours of the
+    first hit. A remember that names no space is staged for the only active space, and a
+    store appears on disk meanwhile (so the host's catalog read while verifying registers
+    it)."""
+    builtin = BuiltinWorkers()
+
+    def work(request: WorkerRequest, tools: ToolBox) -> object:
+        data = request.data
+        if "mnemon_recall" in tools.names:
+            tools.call("mnemon_memory_bodies", {})
+            query = data.get("query") or data.get("content") or "deploy"
+            for hit in tools.call("mnemon_recall", {"query": query})["results"][:1]:
+                tools.call(
+                    "mnemon_related", {"memoryBodyId": hit["memoryBodyId"], "id": hit["id"]}
+                )
+        if data.get("operation") == "remember" and "memoryBodyId" not in data:
+            tools.call("mnemon_remember", {"content": data["content"]})
+            store.create_space("appeared-while-writing")
+            return {"summary": "Stored.", "action": "stored", "memoryBodyIds": ["default"]}
+        return builtin.run(request, tools)
+
+    return work
+
+
+#: The long-term flows, each state of which the story below checks.
+LONG_TERM_FLOWS = (
+    "recall",
+    "direct_search",
+    "agent_search",
+    "long_term_write",
+    "merge_spaces",
+    "memory_spaces",
+)
+
+
+def test_each_long_term_state_makes_exactly_the_port_calls_its_spec_declares(
+    tmp_path: Path,
+) -> None:
+    """Every port call of the long-term flows is made in a state of a flow (none by a facade
+    itself, none in a rest state) that declares it, and every state makes every call it
+    declares: on the embedded store with an embedder (relevance recall embeds the query),
+    with workers that call their tools, and with a store found on disk before each operation
+    (its first catalog read registers it: a catalog write under the catalog's lock)."""
+    ports, log, store = embedded_ports(tmp_path / "stores")
+    look = _looks_first(store)
+    root, ports, log = seeded({"recall": look, "write": look}, ports=(ports, log))
     lt = root.long_term
-    flows = [lt._recall, lt._direct, lt._agent, lt._write, lt._merge, lt._spaces]
-    log.probe = flow_probe(lambda: flows)
-    log.clear()
-    ports.long_term.create_space("found-on-disk")  # a store the catalog does not list yet
-    lt.recall("deploy script", spaces=["default"])  # registers it: a catalog write
-    assert "found-on-disk" in [s.id for s in lt.spaces()]
-    lt.recall("deploy script")
-    with pytest.raises(UnknownSpace):
-        lt.recall("deploy script", spaces=["missing"])
-    lt.search("deploy")
-    lt.ask("deploy script")
-    lt.remember("A brand new fact about deploys")
-    lt.remember("Another fact", space="default")
-    ids = [i.id for i in ports.long_term.list("default")]
-    lt.link(ids[0], ids[1], space="default")
-    lt.forget(ids[0], space="default")
-    other = lt.create_space("Scratch", "Temporary notes")
-    lt.merge("default", [other.id])
-    observed = calls_by_state(log.calls)
-    assert observed, "the probe saw no call"
-    assert undeclared(observed) == {}
-    assert not [key for key in observed if key[1] == "idle"]
-    assert {"long_term.spaces", "locks.acquire", "files.rename"} <= observed[("recall", "scoping")]
-    assert ("recall", "recalling") in observed and ("merge_spaces", "merging") in observed
-
-
-#: The states of space management and of the deterministic reads other than the search.
-SPACE_STATES = {
-    ("memory_spaces", state) for state in ("listing", "creating", "updating", "deleting")
-} | {("direct_search", "relating"), ("direct_search", "reporting")}
-
-
-def test_space_management_and_reads_make_exactly_the_port_calls_their_states_declare() -> None:
-    """Every port call of listing, creating, updating and deleting spaces, of related and of
-    status is made in a state of a flow (none by the facade itself) that declares it, and each
-    of those states makes every call it declares (a store found on disk is registered in each,
-    a catalog write)."""
-    root, ports, log = seeded()
-    lt = root.long_term
-    first, second = (i.id for i in ports.long_term.list("default")[:2])
-    lt.link(first, second, space="default")
-    log.probe = flow_probe(lambda: [lt._spaces, lt._direct])
+    first, second, third = (i.id for i in ports.long_term.list("default"))
+    scratch = lt.create_space("Scratch", "Temporary notes")  # a source to merge
+    lt.remember("Scratch notes are wiped every Friday", space=scratch.id)
+    lt.update_space(scratch.id, active=False)  # "default" is the only active space again
+    log.probe = flow_probe(
+        lambda: [lt._recall, lt._direct, lt._agent, lt._write, lt._merge, lt._spaces]
+    )
     created: list[str] = []
     operations: list[Callable[[], object]] = [
+        lambda: lt.recall("deploy script", spaces=["default"]),  # scoping reads the catalog
+        lambda: lt.recall("release schedule"),  # the worker's tools read it
+        lambda: lt.search("staging database port"),
+        lambda: lt.related(first, space="default"),
+        lambda: lt.status("default"),
+        lambda: lt.ask("where does the deploy script live"),
+        lambda: lt.remember("Deploys need a green build first"),  # staged for no space
+        lambda: lt.link(first, second, space="default"),
+        lambda: lt.forget(third, space="default"),
+        # The write flow's other operations (no facade method; the built-in worker does them)
+        lambda: lt._write.perform(
+            "write", request={"operation": "create", "name": "Runbooks", "description": "How to"}
+        ),
+        lambda: lt._write.perform(
+            "write",
+            request={"operation": "merge", "targetId": "default", "sourceIds": [scratch.id]},
+        ),
+        lambda: lt.merge("default", [scratch.id]),
         lambda: lt.spaces(),
         lambda: created.append(lt.create_space("Doomed", "Deleted below").id),
         lambda: lt.update_space("default", description="Facts of the project"),
         lambda: lt.delete_space(created[0]),
-        lambda: lt.related(first, space="default"),
-        lambda: lt.status("default"),
     ]
-    found = iter(range(len(operations)))
     observed: dict[tuple[str, str], set[str]] = {}
-    for operation in operations:
-        ports.long_term.create_space(f"found-{next(found)}")  # registered by the next step
+    for number, operation in enumerate(operations):
+        store.create_space(f"found-{number}")  # registered by the operation's first read
         log.clear()
         operation()
-        assert [c.name for c in log.calls if c.state is None] == [], operation
+        untagged = [c.name for c in log.calls if c.state is None]
+        assert untagged == [], f"operation {number} made calls in no state: {untagged}"
         for key, calls in calls_by_state(log.calls).items():
             observed.setdefault(key, set()).update(calls)
-    assert undeclared(observed) == {}
-    assert set(observed) == SPACE_STATES
-    for flow, state in sorted(SPACE_STATES):
-        declared = set(load_flow(flow).spec.states[state].ports)
-        unused = declared - observed[(flow, state)]
-        assert not unused, f"{flow}.{state} declares calls it never makes: {unused}"
+    store.close()
+    gaps = port_gaps(observed, LONG_TERM_FLOWS)
+    assert gaps == {}, "\n".join(
+        f"{state}: undeclared {sorted(extra)}, never reached {sorted(unused)}"
+        for state, (extra, unused) in gaps.items()
+    )
 
 
 def test_no_module_reaches_through_the_service_to_its_catalog_or_store() -> None:
