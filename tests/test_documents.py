@@ -28,7 +28,7 @@ from mnemon_sm.errors import (
 from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.documents.model import INDEX_PATH, render, slug
 from mnemon_sm.flows.documents.values import DocumentResult
-from mnemon_sm.ports import Files, Ports
+from mnemon_sm.ports import Ports
 from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.coverage import TransitionRecorder
@@ -37,6 +37,7 @@ from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import held_run_data, insight_contents, world
 from mnemon_sm.testing.memory import CallLog, MemoryFiles, memory_ports
 from mnemon_sm.testing.snapshot import root_state
+from mnemon_sm.testing.wrap import FailingFiles
 
 from ._flow_probe import assert_pure, calls_by_state, flow_probe, port_gaps
 
@@ -699,24 +700,6 @@ PORTS_CONFIG = Config(durability="full", documents_active_limit=LIMIT)
 PORT_FLOWS = ("document_mutation", "document_search")
 
 
-class FailingWrite:
-    """A ``Files`` port whose next ``write_temp`` of a path starting with :attr:`fails` raises
-    ``StorageError`` (the disk is full there), once; every other call passes through."""
-
-    def __init__(self, inner: Files) -> None:
-        self.inner = inner
-        self.fails: str | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def write_temp(self, path: str, data: bytes) -> str:
-        if self.fails is not None and path.startswith(self.fails):
-            self.fails = None
-            raise StorageError(f"no space left on the device for {path}")
-        return self.inner.write_temp(path, data)
-
-
 class PortStories:
     """Roots of several stories on one call log whose probe tags each call with the document
     flow state it is made in (a worker's tool calls with the state of the flow waiting for
@@ -820,18 +803,20 @@ def _storage_failures(stories: PortStories) -> None:
         }
 
     ports = stories.ports(script)
-    files = FailingWrite(ports.files)
+    files = FailingFiles(ports.files)
     root = stories.open(attrs.evolve(ports, files=files))
     general = root.long_term.create_space("General memory", "Durable facts", active=True)
     [doc] = fill(root, ports, 1)
     before = files_of(ports)
-    files.fails = INDEX_PATH
+    files.fail_next("write_temp", INDEX_PATH)
     with pytest.raises(StorageError):
         root.documents.create("Note", "a short note")
-    files.fails = "documents/archived/"
+    files.fail_next("write_temp", "documents/archived/", prefix=True)
     with pytest.raises(StorageError):
         root.documents.archive(doc)
-    assert files.fails is None and files_of(ports) == before
+    [index, archived] = files.failed  # each failed once
+    assert index == INDEX_PATH and archived.startswith("documents/archived/")
+    assert files_of(ports) == before
     assert [s.id for s in root.long_term.spaces()] == [general.id]
     assert root.documents.get(doc)[0].status == "active"
 

@@ -32,8 +32,8 @@ from mnemon_sm.flows.long_term.catalog import CATALOG_PATH
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.memory import memory_ports
 from mnemon_sm.testing.snapshot import root_state
+from mnemon_sm.testing.wrap import FailingFiles
 from property_tests.scoring_model import as_reference, reference_score
-from tests._failing_renames import FailingRenames
 from tests._flow_probe import calls_by_state, flow_probe, port_gaps
 from tests.test_lifecycle import tools, user
 
@@ -159,7 +159,7 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
     store found on disk: catalog writes); applying the review's change is the hot-memory
     flow's work."""
     inner, log = memory_ports()
-    files = FailingRenames(inner.files)
+    files = FailingFiles(inner.files)
     workers = ScriptedWorkers({"review": stage_and_skip}, log)
     ports = attrs.evolve(inner, files=files, workers=workers)
     config = Config(durability="full", idle_review_ms=IDLE_MS)
@@ -177,7 +177,7 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
 
     def failing_replacement(event: Callable[[], object], path: str = STATE) -> None:
         tear(path)
-        failed = files.fail_next(path)
+        failed = files.fail_next("rename", path)
         with pytest.raises(StorageError):
             event()
         assert failed == [path]
@@ -194,7 +194,8 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
     agent.turn_ended(1)
     agent.agent_idle()
     tear()  # reviewing replaces the file as it is entered
-    failed = files.fail_next(CATALOG_PATH)  # the worker cannot register the store on disk
+    # the worker cannot register the store on disk
+    failed = files.fail_next("rename", CATALOG_PATH)
     agent.tick()
     agent.turn_ended(2)
     assert agent.join(10) and agent.status()["lastReview"]["action"] == "skipped"

@@ -40,6 +40,7 @@ from mnemon_sm.testing.embed import FakeEmbedder
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import held_run_data
 from mnemon_sm.testing.memory import memory_ports
+from mnemon_sm.testing.wrap import RecordedPort
 
 from ._flow_probe import assert_pure, calls_by_state, flow_probe, port_gaps
 
@@ -501,34 +502,14 @@ def test_related_and_status_take_each_outcome_edge_and_rest_in_idle() -> None:
 # -- port calls per state ----------------------------------------------------------------
 
 
-class _Recorded:
-    """A port whose every public method call is recorded into a call log as
-    ``<port>.<method>`` (its other attributes pass through): the embedded store and an
-    embedder recorded like the fakes of :func:`memory_ports`."""
-
-    def __init__(self, port: str, inner: Any, log: CallLog) -> None:
-        self.port, self.inner, self.log = port, inner, log
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self.inner, name)
-        if name.startswith("_") or not callable(value):
-            return value
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.log.record(self.port, name)
-            return value(*args, **kwargs)
-
-        return call
-
-
 def embedded_ports(path: Path) -> tuple[Ports, CallLog, EmbeddedStore]:
     """The recording fakes with the embedded store (relevance recall with a fake embedder)
     in place of the memory store; the store and the embedder record into the same log. The
     store itself is returned too: what it does directly is not recorded (another process)."""
     ports, log = memory_ports()
-    embedder = _Recorded("embedder", FakeEmbedder(), log)
+    embedder = RecordedPort("embedder", FakeEmbedder(), log)
     store = EmbeddedStore(path, ports.clock, embedder=embedder)
-    return attrs.evolve(ports, long_term=_Recorded("long_term", store, log)), log, store
+    return attrs.evolve(ports, long_term=RecordedPort("long_term", store, log)), log, store
 
 
 def _looks_first(store: EmbeddedStore) -> Script:

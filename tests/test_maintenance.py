@@ -42,7 +42,7 @@ from mnemon_sm.testing.maintenance import (
     world,
 )
 from mnemon_sm.testing.memory import memory_ports
-from tests._failing_renames import FailingRenames
+from mnemon_sm.testing.wrap import FailingFiles
 from tests._flow_probe import calls_by_state, flow_probe, port_gaps
 
 CONFIG = Config(durability="off")
@@ -622,7 +622,7 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares(
     file in that state. A compaction the worker declines and an opted-out overflow call
     nothing."""
     inner, log = memory_ports()
-    files = FailingRenames(inner.files)
+    files = FailingFiles(inner.files)
     workers = ScriptedWorkers({"archive": probing_archiver, "compact": BuiltinWorkers().run}, log)
     ports = attrs.evolve(inner, files=files, workers=workers)
     root = MemoryRoot.open("/unused", CONFIG, ports=ports)
@@ -638,16 +638,16 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares(
     root = reopen_pruning(ports, monkeypatch)
     flows.append(root._maintenance)
     add = functools.partial(root.hot.add, "memory", "New durable fact: " + "n" * 200)
-    files.fails = lambda target: target == CATALOG_PATH  # registering the store found on disk
+    files.fail("rename", lambda target: target == CATALOG_PATH)  # registering a found store
     with pytest.raises(WorkerFailed):
         add()
-    files.fails = lambda target: target == JOURNAL_PATH  # journaling the archive's writes
+    files.fail("rename", lambda target: target == JOURNAL_PATH)  # journaling the archive's writes
     with pytest.raises(StorageError):
         add()
     # dropping the journal records of an archive that committed: harmless
-    files.fails = lambda target: target == JOURNAL_PATH and flows[0].state == "committing"
+    files.fail("rename", lambda target: target == JOURNAL_PATH and flows[0].state == "committing")
     assert add().maintenance is not None  # archives everything
-    files.fails = lambda target: False
+    files.heal()
     seed(inner, facts)  # full again: this archive reuses the insights the journal still holds
     before = len(log.calls)
     assert add().maintenance is not None

@@ -5,6 +5,7 @@ contract and (with Hypothesis installed) strategies.
   :mod:`.calls` holds the shared call log, :mod:`.longterm` the long-term store and worker fakes,
   :mod:`.embed` test embedders.
 - :mod:`.faults`: fault injection for any port bundle (fail a call, crash before or after it).
+- :mod:`.wrap`: wrappers of any port: record a real adapter's calls, make chosen file calls fail.
 - :mod:`.contract`: the checks every ``LongTermStore`` adapter must pass.
 - :mod:`.snapshot`: what a root holds, for "changed nothing on disk" assertions.
 - :mod:`.maintenance`: seeded roots and scripted workers for capacity-maintenance tests.

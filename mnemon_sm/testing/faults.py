@@ -29,6 +29,7 @@ import attrs
 
 from mnemon_sm.errors import StorageError
 from mnemon_sm.ports import Ports
+from mnemon_sm.testing.wrap import PortProxy
 
 __all__ = [
     "Fault",
@@ -82,22 +83,18 @@ class FaultInjector:
         raise SimulatedCrash(f"crash after {name} (call {index})")
 
 
-class FaultyPort:
+class FaultyPort(PortProxy):
     """Wraps any port object: each public method call goes through the injector as
     ``<port>.<method>``; attributes that are not methods pass through unchanged."""
 
     def __init__(self, port: str, inner: object, injector: FaultInjector) -> None:
-        self.port, self.inner, self.injector = port, inner, injector
+        super().__init__(port, inner)
+        self.injector = injector
 
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self.inner, name)
-        if name.startswith("_") or not callable(value):
-            return value
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self.injector.call(f"{self.port}.{name}", value, *args, **kwargs)
-
-        return call
+    def intercept(
+        self, name: str, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        return self.injector.call(f"{self.port}.{name}", method, *args, **kwargs)
 
 
 def faulty_ports(inner: Ports, injector: FaultInjector) -> Ports:
