@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -323,15 +324,31 @@ def test_an_event_from_another_process_aborts_the_review_in_flight_here() -> Non
     assert here.status()["activity"]["turns"] == 2
 
 
-def hanging_reviews(ports: Any) -> tuple[Any, list[int], Any]:
-    """Ports whose review worker hangs until cancelled (counting its runs), and the release."""
-    import threading
+class Runs(list[int]):
+    """The review runs started so far (a worker thread appends as it starts); :meth:`reach`
+    waits, without sleeping, until a number of them started."""
 
-    runs: list[int] = []
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = threading.Condition()
+
+    def start(self) -> None:
+        with self.changed:
+            self.append(1)
+            self.changed.notify_all()
+
+    def reach(self, count: int) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: len(self) >= count, timeout=10)
+
+
+def hanging_reviews(ports: Any) -> tuple[Any, Runs, threading.Event]:
+    """Ports whose review worker hangs until cancelled (counting its runs), and the release."""
+    runs = Runs()
     release = threading.Event()
 
     def worker(request: Any, tools_: Any) -> object:
-        runs.append(1)
+        runs.start()
         tools_.cancellation.wait(30)
         release.wait(30)
         return {"summary": "late", "action": "skipped", "documentIds": []}
@@ -351,7 +368,7 @@ def test_a_review_running_in_one_facade_is_not_started_again_by_another() -> Non
     here.turn_ended(1)
     due = ports.clock.now_ms() + IDLE_MS
     here.tick(due)
-    assert here.state == "reviewing" and len(runs) == 1
+    assert here.state == "reviewing" and runs.reach(1) and len(runs) == 1
     timeout = Config().worker_timeout("review")
     there.tick(due + 1)
     assert there.state == "armed" and len(runs) == 1
@@ -362,7 +379,7 @@ def test_a_review_running_in_one_facade_is_not_started_again_by_another() -> Non
     assert third.state == "armed" and len(runs) == 1
     ports.clock.advance(IDLE_MS + timeout)  # type: ignore[attr-defined]
     there.tick()
-    assert there.state == "reviewing" and len(runs) == 2
+    assert there.state == "reviewing" and runs.reach(2) and len(runs) == 2
     release.set()
     here.agent_idle()  # sees the other's review: its own (long dead) is dropped
     there.agent_busy()  # aborts the other
@@ -383,7 +400,7 @@ def test_a_new_turn_in_another_facade_ends_the_lease() -> None:
     release.set()
     here.agent_idle()  # adopts the new state: its own review is aborted
     assert here.join(10) and here.state == "idle"
-    assert here.status()["lastReview"] is None and len(runs) == 1
+    assert here.status()["lastReview"] is None and runs.reach(1) and len(runs) == 1
 
 
 WRITER = textwrap.dedent(
@@ -600,3 +617,33 @@ def test_the_state_file_is_one_json_line_per_change() -> None:
     assert data is not None
     lines = data.splitlines()
     assert len(lines) == 2 and all(json.loads(line)["agentId"] == "main" for line in lines)
+
+
+def test_a_failed_write_entering_a_review_leaves_no_review_running() -> None:
+    """Regression: the state write as ``reviewing`` is entered fails after the review worker
+    started. The agent must come back to rest with that worker cancelled and no review in
+    flight (before, the engine put it back in ``armed`` with the worker still running:
+    ``join`` timed out and ``status()`` showed a review forever)."""
+    inner, _ = memory_ports()
+    started: list[Any] = []
+
+    def slow_review(request: Any, tools_: Any) -> object:
+        started.append(request)
+        tools_.cancellation.wait(10)  # a model thinking, until the host gives up on it
+        return {"summary": "nothing", "action": "skipped"}
+
+    files = FailingFiles(inner.files)
+    ports = attrs.evolve(inner, files=files, workers=ScriptedWorkers({"review": slow_review}))
+    agent = open_agent(ports)
+    agent.pre_step(1, 1, [user("m1", "remember that the port is 8443 " + "p" * 200)])
+    agent.turn_stopping(1, tools(1, ["a", "b", "c", "d"], 5))
+    agent.turn_ended(1)
+    assert agent.state == "armed"
+    files.fail_next("append", STATE)
+    with pytest.raises(StorageError):
+        agent.tick(inner.clock.now_ms() + IDLE_MS)
+    assert files.failed == [STATE]
+    assert agent.state in load_flow(FLOW).spec.resting
+    assert agent.status()["review"] is None
+    assert agent.join(5)  # the worker was cancelled: nothing runs
+    agent.pre_step(2, 1, [user("m2", "next turn")])  # usable

@@ -323,6 +323,19 @@ class LifecycleFlow(FlowContext):
         timeout = self.config.worker_timeout("review")
         self.review = ActiveReview(ident, run, triggered.total, now + timeout)
 
+    def persist_review(self) -> None:
+        """Entry of ``reviewing``, after :meth:`start_review`: write the state. Should the
+        write fail (or anything escape it), the review just started is cancelled before the
+        error goes on: the engine leaves the agent where the tick found it, armed and due, so
+        no worker runs for a review the agent is not in, and the next tick starts one again."""
+        try:
+            self.persist()
+        except BaseException:
+            review, self.review = self.review, None
+            if review is not None:
+                review.run.cancel("the agent's state could not be written")
+            raise
+
     def abort_review(self) -> None:
         """Cancel the review in flight: nothing it staged is written; activity and last review
         stay as they were; no failure is counted."""
