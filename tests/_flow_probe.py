@@ -26,7 +26,7 @@ from mnemon_sm.engine.spec import load_flow
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.testing.calls import Call, CallLog
 
-__all__ = ["assert_pure", "calls_by_state", "flow_probe", "port_gaps", "undeclared"]
+__all__ = ["assert_pure", "calls_by_state", "flow_probe", "port_gaps"]
 
 
 def flow_probe(contexts: Callable[[], Iterable[FlowContext]]) -> Callable[[], str | None]:
@@ -53,16 +53,6 @@ def calls_by_state(calls: Iterable[Call]) -> dict[tuple[str, str], set[str]]:
             flow, _, state = call.state.partition(":")
             observed.setdefault((flow, state), set()).add(call.name)
     return observed
-
-
-def undeclared(observed: dict[tuple[str, str], set[str]]) -> dict[str, set[str]]:
-    """``{"flow.state": calls}`` of the calls a state made that its spec does not declare."""
-    found = {}
-    for (flow, state), calls in sorted(observed.items()):
-        extra = calls - set(load_flow(flow).spec.states[state].ports)
-        if extra:
-            found[f"{flow}.{state}"] = extra
-    return found
 
 
 def port_gaps(

@@ -69,10 +69,5 @@ class FlowContext:
         that is a guarded edge already taken (or about to be, in :meth:`conclude`)."""
         self._result, self._error = result, error
 
-    def discard_run(self) -> None:
-        """Action of the spec's ``abort`` transition: drop the interrupted run's data (its
-        staged writes with it)."""
-        self.reset()
-
     def reset(self) -> None:
         """Drop the data of the operation that just ended (subclasses extend)."""
