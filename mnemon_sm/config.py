@@ -4,11 +4,21 @@ One frozen attrs class, built from keyword arguments (snake_case) or a TOML file
 the reference's camelCase spelling (``writeEnabled``, ``idleReviewMs``, ...). Every value is
 checked when the object is built; a bad value raises ``InvalidConfig`` naming the key, and an
 unknown key is an error rather than a silent no-op.
+
+Unknown keyword arguments: attrs generates ``Config.__init__`` (so type checkers see every
+field as a typed keyword), and that ``__init__`` is then wrapped once, below the class, by
+:func:`_refusing_unknown_names`: a name that is not a field raises ``InvalidConfig`` naming it
+as the caller spelt it, where Python would raise ``TypeError``. Everything that builds a
+``Config`` goes through it: ``Config(...)``, :meth:`Config.of`, ``attrs.evolve`` and the
+converter's structuring (which reports camelCase keys itself). Pickling does not call
+``__init__``.
 """
 
 from __future__ import annotations
 
+import functools
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -169,9 +179,6 @@ class Config:
     @classmethod
     def of(cls, **values: Any) -> Config:
         """Build from snake_case keyword arguments, refusing unknown names."""
-        unknown = set(values) - {a.name for a in attrs.fields(cls)}
-        if unknown:
-            raise InvalidConfig(f"unknown config option(s): {', '.join(sorted(unknown))}")
         return cls(**values)
 
     def replace(self, **values: Any) -> Config:
@@ -187,4 +194,20 @@ class Config:
         return self.worker_timeouts_ms.get(kind, self.worker_timeout_ms)
 
 
+def _refusing_unknown_names(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` behind a check of the keyword names: an unknown one is ``InvalidConfig``."""
+    names = frozenset(field.name for field in attrs.fields(Config))
+
+    @functools.wraps(init)
+    def checked(self: Config, **values: Any) -> None:
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise InvalidConfig(f"unknown config option(s): {', '.join(unknown)}")
+        init(self, **values)
+
+    return checked
+
+
+# setattr, not assignment: type checkers keep the attrs signature (the fields as keywords).
+setattr(Config, "__init__", _refusing_unknown_names(Config.__init__))  # noqa: B010
 register_camel_case(Config)

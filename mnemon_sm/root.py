@@ -23,6 +23,7 @@ import attrs
 
 from mnemon_sm.adapters.real import RandomIds, real_ports
 from mnemon_sm.adapters.select import open_long_term
+from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.config import Config
 from mnemon_sm.flows.documents.api import Documents
@@ -37,6 +38,7 @@ from mnemon_sm.flows.long_term.catalog import Catalog
 from mnemon_sm.flows.workers.runner import Delegate, host_only
 from mnemon_sm.ports import Ports
 from mnemon_sm.ports.embedder import Embedder
+from mnemon_sm.ports.long_term.port import LongTermStore
 from mnemon_sm.ports.workers import Workers
 
 __all__ = ["Context", "HotMemory", "HotSnapshot", "MemoryRoot", "Preview", "Progress"]
@@ -46,8 +48,13 @@ Progress = Callable[[str, int, int], None]  # (what, done, total) of a long rebu
 
 def _open_long_term(
     path: Path, config: Config, ports: Ports, delegate: Delegate, progress: Progress | None
-) -> LongTermMemory:
-    store = ports.long_term or open_long_term(path, ports.clock, config, ports.embedder, progress)
+) -> tuple[LongTermMemory, LongTermStore | None]:
+    """The long-term facade, and the store it uses when this root opened it (None when the
+    caller passed one in ``ports``: that one stays the caller's to close)."""
+    owned: LongTermStore | None = None
+    store = ports.long_term
+    if store is None:
+        store = owned = open_long_term(path, ports.clock, config, ports.embedder, progress)
     catalog = Catalog(
         ports.files,
         ports.locks,
@@ -58,13 +65,14 @@ def _open_long_term(
         write_enabled=config.write_enabled,
         new_id=(ports.ids or RandomIds()).new_id,
     )
-    return LongTermMemory(
+    facade = LongTermMemory(
         catalog,
         store,
         delegate,
         write_enabled=config.write_enabled,
         default_limit=config.default_recall_limit,
     )
+    return facade, owned
 
 
 class MemoryRoot:
@@ -84,6 +92,7 @@ class MemoryRoot:
         history = HotHistory(ports.files)
         self._flow = HotMutationFlow(ports, config, self._shared.cache, history)
         self._long_term: LongTermMemory | None = None
+        self._owned_store: LongTermStore | None = None  # the store this root opened itself
         journal = Journal(ports.files, ports.locks, config.lock_timeout_ms)
         self._maintenance = MaintenanceFlow(
             self._flow,
@@ -138,7 +147,7 @@ class MemoryRoot:
         """The Memory Spaces of this root (opened on first use)."""
         with self._shared.mutex:
             if self._long_term is None:
-                self._long_term = _open_long_term(
+                self._long_term, self._owned_store = _open_long_term(
                     self.path, self.config, self._ports, self._delegate, self._progress
                 )
             return self._long_term
@@ -180,13 +189,24 @@ class MemoryRoot:
 
     @host_only
     def close(self) -> None:
-        """Close the root; later operations raise ``IllegalEvent``."""
+        """Close the root; later operations raise ``IllegalEvent``.
+
+        The long-term store the root opened itself is closed too (its SQLite connections and
+        the descriptors that pin its files), so a closed root holds no file descriptor. A
+        store passed in ``ports.long_term`` is left open: the caller opened it, the caller
+        closes it.
+        """
         with self._shared.mutex:
-            self._flow.close()
-            self._maintenance.close()
-            self.documents.close()
-            if self._long_term is not None:
-                self._long_term.close()
+            try:
+                self._flow.close()
+                self._maintenance.close()
+                self.documents.close()
+                if self._long_term is not None:
+                    self._long_term.close()
+            finally:
+                store, self._owned_store = self._owned_store, None
+                if isinstance(store, EmbeddedStore):  # the Mnemon CLI adapter holds nothing open
+                    store.close(checkpoint=False)  # see EmbeddedStore.close
 
     def __enter__(self) -> MemoryRoot:
         return self

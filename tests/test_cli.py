@@ -680,7 +680,9 @@ EVENTS = Path(__file__).parent / "data" / "lifecycle_events.jsonl"
 def test_lifecycle_replay_prints_every_step_and_a_restart_changes_nothing(
     tmp_path: Path,
 ) -> None:
-    whole = run_cli(tmp_path, "--root", str(tmp_path / "A"), "lifecycle", "replay", str(EVENTS))
+    whole = run_cli(
+        tmp_path, "--root", str(tmp_path / "A"), "lifecycle", "replay", "--apply", str(EVENTS)
+    )
     assert whole.returncode == 0, whole.stderr
     out = whole.stdout
     for expected in (
@@ -703,8 +705,9 @@ def test_lifecycle_replay_prints_every_step_and_a_restart_changes_nothing(
     first.write_text("\n".join(lines[:cut]) + "\n")
     second.write_text("\n".join(lines[cut:]) + "\n")
     root_b = str(tmp_path / "B")
-    assert run_cli(tmp_path, "--root", root_b, "lifecycle", "replay", str(first)).returncode == 0
-    resumed = run_cli(tmp_path, "--root", root_b, "lifecycle", "replay", str(second))
+    replay_b = ("--root", root_b, "lifecycle", "replay", "--apply")
+    assert run_cli(tmp_path, *replay_b, str(first)).returncode == 0
+    resumed = run_cli(tmp_path, *replay_b, str(second))
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout[resumed.stdout.index("\n{") :]) == final
     memory = (tmp_path / "B" / "runtime" / "MEMORY.md").read_text()
@@ -782,3 +785,106 @@ def test_bad_bytes_and_bad_text_on_the_command_line_are_typed_errors(
         error = json.loads(capsys.readouterr().err.strip())["error"]
         assert error["type"] in ("InvalidInput", "InvalidConfig"), (args, error)
     assert root_state(root) == before
+
+
+# -- the newcomer path: version, option order, file errors, safe defaults ----------------------
+
+
+def test_version_prints_the_package_version(tmp_path: Path) -> None:
+    proc = run_cli(tmp_path, "--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"mnemon-sm {importlib.metadata.version('mnemon-sm')}\n"
+
+
+def test_docs_update_takes_options_before_the_text(tmp_path: Path) -> None:
+    root = tmp_path / "R"
+    with MemoryRoot.open(root, Config(durability="off")) as opened:
+        doc_id = opened.documents.create("Runbook", "old body").document.id
+    proc = run_cli(
+        tmp_path, "--root", str(root), "docs", "update", doc_id, "--title", "Deploys", "new body"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["document"]["title"] == "Deploys"
+    shown = run_cli(tmp_path, "--root", str(root), "docs", "show", "--", doc_id)
+    assert json.loads(shown.stdout)["content"] == "new body"
+    both = run_cli(tmp_path, "--root", str(root), "docs", "update", doc_id, "x", "--file", "f")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["docs", "create", "--title", "T", "--file", "absent.md"], id="docs-create"),
+        pytest.param(["docs", "update", "some-id", "--file", "absent.md"], id="docs-update"),
+        pytest.param(["import", "absent.jsonl"], id="import"),
+        pytest.param(["lifecycle", "replay", "absent.jsonl"], id="replay"),
+        pytest.param(["lifecycle", "replay", "--apply", "absent.jsonl"], id="replay-apply"),
+    ],
+)
+def test_a_missing_file_is_a_json_error(tmp_path: Path, argv: list[str]) -> None:
+    proc = run_cli(tmp_path, "--root", str(tmp_path / "R"), *argv)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    error = error_of(proc)
+    assert error["type"] == "InvalidInput" and "absent" in error["message"]
+
+
+def test_lifecycle_replay_leaves_the_root_alone_unless_applied(tmp_path: Path) -> None:
+    root = tmp_path / "R"
+    seed(root, ("memory", "Deploys run through the release pipeline", None))
+    before = root_state(root)
+    dry = run_cli(tmp_path, "--root", str(root), "lifecycle", "replay", str(EVENTS))
+    assert dry.returncode == 0, dry.stderr
+    assert "armed --tick--> reviewing" in dry.stdout and "--apply" in dry.stderr
+    assert root_state(root) == before
+    applied = run_cli(tmp_path, "--root", str(root), "lifecycle", "replay", "--apply", str(EVENTS))
+    assert applied.returncode == 0, applied.stderr
+    assert dry.stdout == applied.stdout
+    assert root_state(root) != before
+
+
+def test_specs_render_writes_where_out_says(tmp_path: Path) -> None:
+    out = tmp_path / "diagrams"
+    committed = tree(REPO / "specs" / "diagrams")
+    proc = run_cli(tmp_path, "specs", "render", "--out", str(out), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert tree(REPO / "specs" / "diagrams") == committed
+    md = {name: data for name, data in tree(out).items() if name.endswith(".md")}
+    assert md == {name: data for name, data in committed.items() if name.endswith(".md")}
+
+
+def test_specs_render_refuses_to_write_into_an_installed_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mnemon_sm.cli import specs as cli_specs
+    from mnemon_sm.cli.main import main
+
+    packaged = tmp_path / "site-packages" / "mnemon_sm" / "_specs"
+    shutil.copytree(REPO / "specs", packaged, ignore=shutil.ignore_patterns("diagrams"))
+    monkeypatch.setattr(cli_specs, "spec_dir", lambda: packaged)
+    monkeypatch.chdir(tmp_path)  # no ./specs here
+    with pytest.raises(SystemExit) as exit_:
+        main(["specs", "render"])
+    assert exit_.value.code == 2
+    assert "--out" in capsys.readouterr().err
+    assert not (packaged / "diagrams").exists()
+    main(["specs", "render", "--out", str(tmp_path / "out")])
+    assert (tmp_path / "out" / "hot_memory_mutation.md").is_file()
+    assert not (packaged / "diagrams").exists()
+
+
+@pytest.mark.parametrize("form", ["demo-root", "global-root"])
+def test_demo_refuses_a_root_with_anything_in_it_unless_forced(tmp_path: Path, form: str) -> None:
+    root = tmp_path / "R"
+    root.mkdir()
+    (root / "notes.txt").write_text("mine\n")
+    where = ["demo", "--root", str(root)] if form == "demo-root" else ["--root", str(root), "demo"]
+    proc = run_cli(tmp_path, *where)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    error = error_of(proc)
+    assert error["type"] == "InvalidInput" and "--force" in error["message"]
+    assert tree(root) == {"notes.txt": b"mine\n"}
+    forced = run_cli(tmp_path, *where, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (root / "runtime" / "MEMORY.md").is_file()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemon_sm.config import Config
-from mnemon_sm.errors import CapacityExceeded, MnemonError
+from mnemon_sm.errors import CapacityExceeded, InvalidInput, MnemonError
 from mnemon_sm.root import MemoryRoot
 
 __all__ = ["run_demo"]
@@ -258,13 +258,35 @@ STEPS: list[Step] = [
 ]
 
 
-def run_demo(root_dir: Path | None = None, *, out: Callable[[str], object] = print) -> None:
-    """Run the scripted conversation and print what happens."""
+def run_demo(
+    root_dir: Path | None = None,
+    *,
+    force: bool = False,
+    out: Callable[[str], object] = print,
+) -> None:
+    """Run the scripted conversation and print what happens: on a temporary root, or on
+    ``root_dir``, which must be empty or absent unless ``force`` (the demo writes into it).
+
+    Raises:
+        InvalidInput: ``root_dir`` holds anything and ``force`` is false.
+    """
+    if root_dir is not None and not force and _has_anything(root_dir):
+        raise InvalidInput(
+            f"{root_dir} is not empty: the demo writes into its root; pass --force to run it"
+            " there anyway, or name an empty or new directory"
+        )
     if root_dir is None:
         with tempfile.TemporaryDirectory(prefix="mnemon-demo-") as tmp:
             _run(Path(tmp), out)
     else:
         _run(root_dir, out)
+
+
+def _has_anything(root_dir: Path) -> bool:
+    path = root_dir.expanduser()
+    if not path.is_dir():
+        return path.exists() or path.is_symlink()  # a file there is not a root either
+    return any(path.iterdir())
 
 
 def _run(root_dir: Path, out: Callable[[str], object]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemon_sm.cli import support as cli_support
-from mnemon_sm.cli.support import Opener, Printer, Run, read_text
+from mnemon_sm.cli.support import Opener, Parser, Printer, Run, read_text
 from mnemon_sm.root import MemoryRoot
 
 __all__ = ["register"]
@@ -52,14 +52,14 @@ def register(commands: Any, open_root: Opener, emit: Printer) -> None:
     show.add_argument("id")
 
 
-def _fields(parser: argparse.ArgumentParser) -> None:
+def _fields(parser: Parser) -> None:
     parser.add_argument("--description")
     parser.add_argument("--source", action="append", help="a source path (repeatable)")
     parser.add_argument("--session", action="append", help="a session id (repeatable)")
     parser.add_argument("--workspace", help="where source paths are resolved (default: cwd)")
-    text = parser.add_mutually_exclusive_group()
-    text.add_argument("--file", type=Path, help="read the content from a file ('-': stdin)")
-    text.add_argument("text", nargs="?", help="the content")
+    parser.add_argument("--file", type=Path, help="read the content from a file ('-': stdin)")
+    parser.add_argument("text", nargs="?", help="the content (or --file)")
+    parser.exclusive("file", "text")  # see support.Parser
 
 
 def _content(args: argparse.Namespace) -> str | None:

@@ -1,13 +1,20 @@
 """The ``mnemon-sm`` command line.
 
 Receipts and snapshots are JSON on stdout. A rejected request prints
-``{"error": {"type": ..., "message": ...}}`` on stderr and exits 1; a storage or lock failure
-exits 3; a usage error exits 2 (argparse).
+``{"error": {"type": ..., "message": ...}}`` on stderr and exits 1 (a file named on the command
+line that cannot be read is ``InvalidInput`` too); a storage or lock failure exits 3; a usage
+error exits 2 (argparse).
+
+Options and positionals may come in any order inside a command (``docs update ID --title T
+TEXT``): every parser is a :class:`~mnemon_sm.cli.support.Parser`, which parses a command
+without subcommands the way ``parse_intermixed_args`` does (options first, then the
+positionals left). A parser with subcommands parses as usual and hands the rest on.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
@@ -15,12 +22,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mnemon_sm import __version__
 from mnemon_sm.cli import documents as cli_documents
 from mnemon_sm.cli import long_term as cli_long_term
 from mnemon_sm.cli.demo import run_demo
 from mnemon_sm.cli.replay import replay
 from mnemon_sm.cli.specs import check_specs, render_specs
-from mnemon_sm.cli.support import ProgressBar
+from mnemon_sm.cli.support import Parser, ProgressBar, UsageError
 from mnemon_sm.config import Config
 from mnemon_sm.errors import MnemonError, StorageError
 from mnemon_sm.flows.hot.model import IMPORTANCES, TARGETS
@@ -29,6 +37,14 @@ from mnemon_sm.root import MemoryRoot
 __all__ = ["main"]
 
 EXIT_REJECTED, EXIT_STORAGE = 1, 3  # a usage error exits 2: argparse does it
+
+
+def version() -> str:
+    """The installed distribution's version (the package's own when not installed)."""
+    try:
+        return importlib.metadata.version("mnemon-sm")
+    except importlib.metadata.PackageNotFoundError:
+        return __version__
 
 
 def default_root() -> Path:
@@ -48,7 +64,7 @@ def _open(args: argparse.Namespace) -> MemoryRoot:
 
 def _replay(args: argparse.Namespace) -> None:
     config = Config.from_toml(args.config) if args.config else Config()
-    statuses = replay(args.events, args.root or default_root(), config)
+    statuses = replay(args.events, args.root or default_root(), config, apply=args.apply)
     _print_json(statuses)
 
 
@@ -100,7 +116,7 @@ def _context(args: argparse.Namespace) -> None:
 
 def _specs(args: argparse.Namespace) -> None:
     if args.action == "render":
-        for line in render_specs(args.dir):
+        for line in render_specs(args.dir, args.out):
             print(line)
         return
     problems = check_specs(args.dir, args.tests)
@@ -112,13 +128,12 @@ def _specs(args: argparse.Namespace) -> None:
 
 
 def _demo(args: argparse.Namespace) -> None:
-    run_demo(args.demo_root or args.root)
+    run_demo(args.demo_root or args.root, force=args.force)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="mnemon-sm", description="Tiered, crash-safe memory for LLM agents."
-    )
+    parser = Parser(prog="mnemon-sm", description="Tiered, crash-safe memory for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"mnemon-sm {version()}")
     parser.add_argument(
         "--root", type=Path, help="storage root (default $MNEMON_DATA_DIR or ~/.mnemon)"
     )
@@ -174,6 +189,12 @@ def _parser() -> argparse.ArgumentParser:
     specs.add_argument("action", choices=("render", "check"))
     specs.add_argument("--dir", type=Path, help="spec directory (default ./specs if present)")
     specs.add_argument("--tests", type=Path, help="property tests (default ./property_tests)")
+    specs.add_argument(
+        "--out",
+        type=Path,
+        help="render: where to write the diagrams (default: diagrams/ beside the specs of a"
+        " source checkout; required when the specs are an installed package's)",
+    )
     specs.set_defaults(run=_specs)
 
     cli_long_term.register(commands, _open, _print_json)
@@ -186,20 +207,31 @@ def _parser() -> argparse.ArgumentParser:
         "replay", help="feed a recorded host event log and print every transition"
     )
     replay.add_argument("events", type=Path, help="JSON lines: {at, event, ...}")
+    replay.add_argument(
+        "--apply",
+        action="store_true",
+        help="replay on the root itself (default: on a scratch copy, the root unchanged)",
+    )
     replay.set_defaults(run=_replay)
 
     demo = commands.add_parser("demo", help="run a scripted agent conversation")
     demo.add_argument("--root", dest="demo_root", type=Path, help="storage root (default: temp)")
+    demo.add_argument(
+        "--force", action="store_true", help="run even in a --root that is not empty"
+    )
     demo.set_defaults(run=_demo)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``mnemon-sm`` console script."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     run: Callable[[argparse.Namespace], None] = args.run
     try:
         run(args)
+    except UsageError as exc:
+        parser.error(str(exc))
     except BrokenPipeError:  # stdout closed early (`mnemon-sm demo | head`): not our error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(EXIT_REJECTED) from None

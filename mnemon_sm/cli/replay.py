@@ -5,11 +5,19 @@ arguments (``source``; ``turn``, ``step``, ``messages``; ``turn``, ``toolEvents`
 optionally ``"agent"`` (default ``main``). The clock reads ``at``, so a replay reproduces the
 recorded timing exactly; every transition is printed with its time, then what the event did
 (a cue appended, a review's receipt), then each agent's final status.
+
+A replay is an audit: by default it runs on a scratch copy of the root (the whole root copied
+into a temporary directory, symlinks kept as links, removed afterwards), so the live root is
+left as it was; ``--apply`` replays on the root itself. A log that cannot be read is
+``InvalidInput``, raised before anything is copied or opened.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -17,6 +25,7 @@ from typing import Any
 import attrs
 
 from mnemon_sm.adapters.real import SystemClock, real_ports
+from mnemon_sm.cli.support import read_text
 from mnemon_sm.config import Config
 from mnemon_sm.engine.flow import add_observer, remove_observer
 from mnemon_sm.errors import InvalidInput
@@ -62,8 +71,25 @@ def replay(
     root_dir: Path,
     config: Config,
     out: Callable[[str], object] = print,
+    *,
+    apply: bool = False,
 ) -> dict[str, Any]:
-    """Replay the log at ``path`` on the root at ``root_dir``; returns the final statuses."""
+    """Replay the log at ``path`` on a scratch copy of the root at ``root_dir`` (on the root
+    itself when ``apply``); returns the final statuses."""
+    records = list(_records(path))
+    if apply:
+        return _replay(records, root_dir, config, out)
+    with tempfile.TemporaryDirectory(prefix="mnemon-replay-") as scratch:
+        copy = Path(scratch) / "root"
+        if root_dir.expanduser().is_dir():
+            shutil.copytree(root_dir.expanduser(), copy, symlinks=True)
+        print(f"replaying on a scratch copy of {root_dir} (--apply: on the root)", file=sys.stderr)
+        return _replay(records, copy, config, out)
+
+
+def _replay(
+    records: list[dict[str, Any]], root_dir: Path, config: Config, out: Callable[[str], object]
+) -> dict[str, Any]:
     clock = ReplayClock()
     printer = _Printer(clock, out)
 
@@ -73,21 +99,21 @@ def replay(
     add_observer(factory)
     try:
         ports = attrs.evolve(real_ports(root_dir), clock=clock)
-        root = MemoryRoot.open(root_dir, config, ports=ports)
-        agents: dict[str, Any] = {}
-        for record in _records(path):
-            clock.ms = int(record.get("at", clock.ms))
-            name = str(record.get("agent", "main"))
-            agent = agents.get(name) or root.lifecycle(name)
-            agents[name] = agent
-            _apply(agent, record, out)
-        return {name: agent.status() for name, agent in agents.items()}
+        with MemoryRoot.open(root_dir, config, ports=ports) as root:
+            agents: dict[str, Any] = {}
+            for record in records:
+                clock.ms = int(record.get("at", clock.ms))
+                name = str(record.get("agent", "main"))
+                agent = agents.get(name) or root.lifecycle(name)
+                agents[name] = agent
+                _apply(agent, record, out)
+            return {name: agent.status() for name, agent in agents.items()}
     finally:
         remove_observer(factory)
 
 
 def _records(path: Path) -> Iterable[dict[str, Any]]:
-    for number, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+    for number, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:

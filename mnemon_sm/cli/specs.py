@@ -4,12 +4,18 @@ Specs name their context classes by registered name (:mod:`mnemon_sm.engine.regi
 registry is complete here because importing this module first imports the ``mnemon_sm``
 package, which imports every flow package. ``check`` also reports a registered context that
 no spec uses.
+
+Where ``render`` writes: ``--out`` when given; else ``diagrams/`` beside the specs it reads
+(``--dir``, ``./specs``, or the source checkout's ``specs/``). Specs that come from an installed
+package (its ``_specs`` directory, see :func:`~mnemon_sm.engine.spec.spec_dir`) are never
+written beside: without ``--out`` that is a usage error, so nothing lands in site-packages.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from mnemon_sm.cli.support import UsageError
 from mnemon_sm.engine.lint import lint_flow, string_literals
 from mnemon_sm.engine.registry import qualified_name, registered
 from mnemon_sm.engine.render import render_markdown, render_svg
@@ -26,9 +32,29 @@ def _dir(given: Path | None) -> Path:
     return local if local.is_dir() else spec_dir()
 
 
-def render_specs(directory: Path | None = None) -> list[str]:
-    """Write ``diagrams/<flow>.md`` (and ``.svg`` when Graphviz is present) for every flow."""
-    out = _dir(directory) / "diagrams"
+PACKAGED = "_specs"  # the spec directory's name inside an installed package
+
+
+def _out(directory: Path | None, out: Path | None) -> Path:
+    if out is not None:
+        return out
+    specs = _dir(directory)
+    if directory is None and specs.name == PACKAGED:
+        raise UsageError(
+            f"the specs are the installed package's ({specs}): pass --out DIR to say where"
+            " the diagrams go"
+        )
+    return specs / "diagrams"
+
+
+def render_specs(directory: Path | None = None, out: Path | None = None) -> list[str]:
+    """Write ``<flow>.md`` (and ``.svg`` when Graphviz is present) for every flow into
+    ``out`` (default: ``diagrams/`` beside the specs; see the module docstring).
+
+    Raises:
+        UsageError: no ``out`` and the specs are an installed package's.
+    """
+    out = _out(directory, out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name in flow_names():

@@ -5,18 +5,67 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from mnemon_sm.errors import InvalidInput
 from mnemon_sm.root import MemoryRoot
 
-__all__ = ["Opener", "Printer", "ProgressBar", "Run", "command"]
+__all__ = [
+    "Opener",
+    "Parser",
+    "Printer",
+    "ProgressBar",
+    "Run",
+    "UsageError",
+    "command",
+    "read_text",
+]
 
 Opener = Callable[[argparse.Namespace], MemoryRoot]
 Printer = Callable[[Any], None]
 Run = Callable[[MemoryRoot, argparse.Namespace], Any]
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose commands take options and positionals in any order.
+
+    A parser without subcommands parses as ``parse_intermixed_args`` does: the options
+    wherever they are, then the positionals left, so ``docs update ID --title T TEXT`` works.
+    ``parse_intermixed_args`` refuses a positional in a mutually exclusive group; such a pair
+    is declared with :meth:`exclusive` and checked after parsing, with argparse's message.
+    Subparsers are made of the parent's class, so every command parser is one of these.
+    """
+
+    _intermixing = False
+    _exclusive: tuple[tuple[str, str], ...] = ()
+
+    def exclusive(self, option: str, positional: str) -> None:
+        """``--option`` and ``positional`` (dests) may not both be given."""
+        self._exclusive = (*self._exclusive, (option, positional))
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._subparsers is not None or self._intermixing:
+            return super().parse_known_args(args, namespace)
+        # parse_known_intermixed_args calls parse_known_args twice (options, then positionals)
+        self._intermixing = True
+        try:
+            parsed, rest = self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+        for option, positional in self._exclusive:
+            if getattr(parsed, option) is not None and getattr(parsed, positional) is not None:
+                flag = "--" + option.replace("_", "-")
+                self.error(f"argument {positional}: not allowed with argument {flag}")
+        return parsed, rest
+
+
+class UsageError(Exception):
+    """A command line the parser accepted but the command cannot run as given: ``main``
+    reports it as argparse reports a usage error (exit 2)."""
 
 
 def command(under: Any, name: str, help_: str, run: Run, open_root: Opener, emit: Printer) -> Any:

@@ -236,15 +236,21 @@ class EmbeddedStore:
         except OSError:
             return False
 
-    def close(self) -> None:
-        """Checkpoint (``TRUNCATE``) and close every open space; the store stays usable."""
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Checkpoint (``TRUNCATE``) and close every open space; the store stays usable.
+
+        A read-only store checkpoints nothing (a checkpoint writes the database file).
+        ``checkpoint=False`` closes the connections only (what a closing ``MemoryRoot`` asks):
+        a ``TRUNCATE`` checkpoint holds the write lock while it waits for readers, so other
+        processes' writers could time out behind it; SQLite's own checkpoint when the last
+        connection closes never waits."""
         with self._guard:
             handles, self._handles = list(self._handles.values()), {}
         failure: BaseException | None = None
         for handle in handles:
             with handle.lock:
                 try:
-                    handle.close(checkpoint=True)
+                    handle.close(checkpoint=checkpoint and not self._readonly)
                 except sqlite3.Error as exc:
                     failure = failure or exc
         if failure is not None:
