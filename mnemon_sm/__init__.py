@@ -1,10 +1,12 @@
 """mnemon_sm: tiered memory for LLM agents, every workflow an explicit state machine.
 
 Public surface: :class:`MemoryRoot` (open a storage root), :class:`Config`, the receipt and
-snapshot values, and the error classes. Everything else is internal.
+snapshot values, the main agent's memory tools (:class:`AgentTools`) and the error classes.
+Everything else is internal.
 """
 
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
+from mnemon_sm.agent_tools import AgentTools, ToolDefinition
 from mnemon_sm.aio import AsyncMemoryRoot
 from mnemon_sm.config import Config
 from mnemon_sm.errors import (
@@ -49,6 +51,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentLifecycle",
+    "AgentTools",
     "AmbiguousMatch",
     "AsyncDriver",
     "AsyncMemoryRoot",
@@ -83,6 +86,7 @@ __all__ = [
     "SpecError",
     "StorageError",
     "ToolBox",
+    "ToolDefinition",
     "ToolRefused",
     "UnknownHistoryEntry",
     "UnknownInsight",

@@ -5,6 +5,7 @@ Host integrators use only this module (re-exported by the package)::
     root = MemoryRoot.open("~/.mnemon")
     receipt = root.hot.add("user", "User prefers concise replies", importance="critical")
     text = root.context.runtime_memory()
+    result = root.tools.call("mnemon_recall", {"query": "release process"})
 
 No state machine is visible here. Operations on one root are serialized inside the process by
 a mutex and across processes by the root's file lock; every failure is a typed
@@ -25,6 +26,7 @@ from mnemon_sm.adapters.real import RandomIds, real_ports
 from mnemon_sm.adapters.select import open_long_term
 from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
+from mnemon_sm.agent_tools import AgentTools
 from mnemon_sm.config import Config
 from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.hot.api import Context, HotMemory, HotSnapshot, Preview, _Shared
@@ -117,6 +119,13 @@ class MemoryRoot:
             self._delegate,
             (ports.ids or RandomIds()).new_id,
         )
+        self._tools = AgentTools(self.hot, lambda: self.long_term, self.documents, config)
+
+    @property
+    def tools(self) -> AgentTools:
+        """The memory tools for the host's main agent: definitions for each model API and one
+        dispatcher (:class:`~mnemon_sm.agent_tools.AgentTools`)."""
+        return self._tools
 
     @host_only
     def lifecycle(self, agent_id: str) -> AgentLifecycle:

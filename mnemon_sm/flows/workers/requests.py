@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import functools
 import json
+import types
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import attrs
 
@@ -59,20 +60,43 @@ def _type_schema(tp: Any) -> dict[str, Any]:
         return {"type": "string", "enum": list(get_args(tp))}
     if origin is list:
         return {"type": "array", "items": _type_schema(get_args(tp)[0])}
+    if origin in (Union, types.UnionType):
+        return _nullable(tp)
     if attrs.has(tp):
         return json_schema(tp)
     raise TypeError(f"no JSON schema for {tp!r}")
 
 
+def _nullable(tp: Any) -> dict[str, Any]:
+    """``X | None``: the schema of ``X`` that also admits ``null`` (no other union)."""
+    inner = [a for a in get_args(tp) if a is not type(None)]
+    if len(inner) != 1 or len(inner) == len(get_args(tp)):
+        raise TypeError(f"no JSON schema for {tp!r}")
+    schema = dict(_type_schema(inner[0]))
+    if not isinstance(schema.get("type"), str):
+        return {"anyOf": [schema, {"type": "null"}]}
+    schema["type"] = [schema["type"], "null"]
+    if "enum" in schema:
+        schema["enum"] = [*schema["enum"], None]
+    return schema
+
+
 @functools.cache
-def json_schema(cls: type) -> dict[str, Any]:
-    """The JSON schema of an attrs result class (camelCase keys, no extra keys allowed)."""
+def json_schema(cls: type, *, inputs: bool = False, camel: bool = True) -> dict[str, Any]:
+    """The JSON schema of an attrs class, no extra keys allowed.
+
+    A result class (the default) requires every field. ``inputs`` makes it the schema of
+    arguments instead: a field with a default may be left out. Keys are camelCase unless
+    ``camel`` is false (a class read with its field names as they are). ``X | None`` admits
+    ``null``. The schema is shared: copy it before changing it.
+    """
     hints = get_type_hints(cls)
     fields = attrs.fields(cls)
+    key = camel_case if camel else str
     return {
         "type": "object",
-        "properties": {camel_case(f.name): _type_schema(hints[f.name]) for f in fields},
-        "required": [camel_case(f.name) for f in fields],
+        "properties": {key(f.name): _type_schema(hints[f.name]) for f in fields},
+        "required": [key(f.name) for f in fields if not inputs or f.default is attrs.NOTHING],
         "additionalProperties": False,
     }
 
