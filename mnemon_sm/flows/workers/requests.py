@@ -5,16 +5,20 @@ line and renders the request data as JSON indented by four spaces under an "untr
 label, so nothing a user or a model wrote can pass for an instruction. Each flow names its
 result class (an attrs class) when it builds a request; the runner validates the result
 against that class and the JSON schema handed to the worker is generated
-from it, so the two cannot drift.
+from it, so the two cannot drift. The same generator gives the argument schema of every tool
+(:attr:`~mnemon_sm.ports.workers.ToolBox.definitions`) from the attrs class its arguments are
+validated as: camelCase keys, a field with a default is optional, ``X | None`` also admits
+``null``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import types
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import attrs
 
@@ -57,6 +61,11 @@ def _type_schema(tp: Any) -> dict[str, Any]:
         return {"type": "boolean"}
     if origin is Literal:
         return {"type": "string", "enum": list(get_args(tp))}
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(tp) if a is not type(None)]
+        if len(options) != 1 or len(get_args(tp)) != 2:
+            raise TypeError(f"no JSON schema for {tp!r}")
+        return {"anyOf": [_type_schema(options[0]), {"type": "null"}]}
     if origin is list:
         return {"type": "array", "items": _type_schema(get_args(tp)[0])}
     if attrs.has(tp):
@@ -66,13 +75,14 @@ def _type_schema(tp: Any) -> dict[str, Any]:
 
 @functools.cache
 def json_schema(cls: type) -> dict[str, Any]:
-    """The JSON schema of an attrs result class (camelCase keys, no extra keys allowed)."""
+    """The JSON schema of an attrs class read with camelCase keys (a worker's result, a
+    tool's arguments): no extra keys allowed, every field without a default required."""
     hints = get_type_hints(cls)
     fields = attrs.fields(cls)
     return {
         "type": "object",
         "properties": {camel_case(f.name): _type_schema(hints[f.name]) for f in fields},
-        "required": [camel_case(f.name) for f in fields],
+        "required": [camel_case(f.name) for f in fields if f.default is attrs.NOTHING],
         "additionalProperties": False,
     }
 
