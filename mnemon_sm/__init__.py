@@ -6,7 +6,8 @@ Everything else is internal.
 """
 
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
-from mnemon_sm.agent_tools import AgentTools, ToolDefinition
+from mnemon_sm.adapters.workers.fallback import FallbackWorkers
+from mnemon_sm.agent_tools import AgentTools
 from mnemon_sm.aio import AsyncMemoryRoot
 from mnemon_sm.config import Config
 from mnemon_sm.errors import (
@@ -44,7 +45,7 @@ from mnemon_sm.flows.hot.rules import Receipt
 from mnemon_sm.flows.lifecycle.api import AgentLifecycle, AsyncDriver
 from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.long_term.catalog import Space
-from mnemon_sm.ports.workers import Cancellation, ToolBox, WorkerRequest, Workers
+from mnemon_sm.ports.workers import Cancellation, ToolBox, ToolDefinition, WorkerRequest, Workers
 from mnemon_sm.root import MemoryRoot
 
 __version__ = "0.1.0"
@@ -64,6 +65,7 @@ __all__ = [
     "CorruptStore",
     "DuplicateEntry",
     "EmbeddingFailed",
+    "FallbackWorkers",
     "HistoryItem",
     "HotMemory",
     "HotSnapshot",

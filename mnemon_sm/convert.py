@@ -5,6 +5,9 @@ cattrs' default primitive hooks are lax (``"7"`` becomes 7, ``None`` becomes ``"
 be finite, unknown keys are errors, and failures come back as one readable list of
 ``message @ $.path`` lines, so callers can wrap them in their own typed error
 (``CorruptStore`` for files on disk, ``InvalidConfig`` for settings, ``SpecError`` for specs).
+A path names the keys as the data spells them: a class read with camelCase keys
+(:func:`register_camel_case`) is reported as ``$.selectedMemoryBodyIds``, not by its Python
+attribute name.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from cattrs.cols import (
     mapping_structure_factory,
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-from cattrs.v import transform_error
 
 __all__ = [
     "StructureFailed",
@@ -126,8 +128,13 @@ def camel_case(name: str) -> str:
     return _CAMEL.sub(lambda m: m.group(1).upper(), name)
 
 
+# The key each attribute of a camelCase class is read from, for error paths.
+_KEYS: dict[type[Any], dict[str, str]] = {}
+
+
 def register_camel_case(cls: type[Any]) -> None:
     """Make ``converter`` read and write ``cls`` with camelCase keys (the on-disk spelling)."""
+    _KEYS[cls] = {a.name: camel_case(a.name) for a in attrs.fields(cls)}
     renames: dict[str, Any] = {
         a.name: override(rename=camel_case(a.name)) for a in attrs.fields(cls)
     }
@@ -145,6 +152,29 @@ def _format_exception(exc: BaseException, _type: type | None) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _problems(exc: BaseException, path: str) -> list[str]:
+    """cattrs' :func:`~cattrs.v.transform_error`, with each attribute named by the key it is
+    read from (a camelCase class's ``selectedMemoryBodyIds``, not ``selected_memory_body_ids``)."""
+    without: list[Exception]
+    if isinstance(exc, cattrs.IterableValidationError):
+        items, without = exc.group_exceptions()
+        indexed = [(sub, f"{path}[{note.index!r}]") for sub, note in items]
+    elif isinstance(exc, cattrs.ClassValidationError):
+        fields, without = exc.group_exceptions()
+        keys = _KEYS.get(exc.cl, {})
+        indexed = [(sub, f"{path}.{keys.get(note.name, note.name)}") for sub, note in fields]
+    else:
+        return [f"{_format_exception(exc, None)} @ {path}"]
+    problems: list[str] = []
+    for sub, at in indexed:
+        if isinstance(sub, cattrs.IterableValidationError | cattrs.ClassValidationError):
+            problems.extend(_problems(sub, at))
+        else:
+            problems.append(f"{_format_exception(sub, None)} @ {at}")
+    problems.extend(f"{_format_exception(sub, None)} @ {path}" for sub in without)
+    return problems
+
+
 def structure(data: Any, cls: type[T], *, root: str = "$") -> T:
     """Structure ``data`` into ``cls`` strictly, or raise :class:`StructureFailed`."""
     if attrs.has(cls) and type(data) is not dict:
@@ -153,7 +183,7 @@ def structure(data: Any, cls: type[T], *, root: str = "$") -> T:
         return converter.structure(data, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError, AttributeError) as exc:
         if isinstance(exc, cattrs.BaseValidationError):
-            problems = transform_error(exc, path=root, format_exception=_format_exception)
+            problems = _problems(exc, root)
         else:
             problems = [f"{exc} @ {root}"]
         raise StructureFailed(problems) from exc

@@ -423,7 +423,9 @@ invalid_results: st.SearchStrategy[object] = st.one_of(
 )
 non_objects = st.one_of(  # JSON a model may emit instead of the result object
     st.text(max_size=10),
-    st.just('{"summary": "s", "action": "stored", "memoryBodyIds": []}'),
+    # text holding more than the one result object (text alone holding it is read as it)
+    st.just('Result: {"summary": "s", "action": "stored", "memoryBodyIds": []}'),
+    st.just('```json\n{"summary": "s", "action": "stored", "memoryBodyIds": []}\n```\nDone.'),
     st.lists(st.integers(), max_size=2),
     st.integers(),
     st.booleans(),

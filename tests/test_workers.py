@@ -163,9 +163,13 @@ def test_an_invalid_answer_result_fails(raw: object) -> None:
         run(lambda r, t: raw, "answer")
 
 
-@pytest.mark.parametrize("raw", ["stored", json.dumps(VALID_WRITE), [VALID_WRITE], 3, True])
+@pytest.mark.parametrize(
+    "raw",
+    ["stored", f"Result: {json.dumps(VALID_WRITE)}", [VALID_WRITE], 3, True],
+)
 def test_a_result_that_is_not_an_object_fails(raw: object) -> None:
-    # Regression: a non-object result let AttributeError escape delegate().
+    # Regression: a non-object result let AttributeError escape delegate(). (A text holding
+    # nothing but one JSON object is read as that object: tests/test_worker_contract.py.)
     with pytest.raises(WorkerFailed, match="invalid result"):
         run(lambda r, t: raw)
 

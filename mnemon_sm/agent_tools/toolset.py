@@ -54,6 +54,7 @@ from mnemon_sm.flows.long_term.service import LIMIT_MAX
 from mnemon_sm.flows.long_term.tools import NoArgs, RecallArgs, RememberArgs
 from mnemon_sm.flows.workers.requests import json_schema
 from mnemon_sm.ports.long_term.values import CATEGORIES, INTENTS, MODES, SOURCES
+from mnemon_sm.ports.workers import ToolDefinition
 
 __all__ = ["MUTATING_TOOLS", "TOOL_NAMES", "AgentTools", "ToolDefinition", "parse_arguments"]
 
@@ -241,23 +242,6 @@ _BY_NAME = {t.name: t for t in _TOOLS}
 
 def _key(tool: _Tool, field: str) -> str:
     return camel_case(field) if tool.camel else field
-
-
-@attrs.frozen
-class ToolDefinition:
-    """A tool as a model sees it: neutral, convertible to each API's shape."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any] = attrs.field(eq=False)
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"name", "description", "input_schema"}`` (a copy: the caller may change it)."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "input_schema": copy.deepcopy(self.input_schema),
-        }
 
 
 def _definition(tool: _Tool) -> ToolDefinition:

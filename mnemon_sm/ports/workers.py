@@ -16,17 +16,22 @@ result is then validated strictly (cattrs, unknown keys refused) and checked for
 the flow: staged writes are applied only when the result agrees with them.
 
 Host integrators plug in their LLM by implementing ``Workers.run`` (plain or ``async def``).
+What a model needs to call the tools is on the box: :attr:`ToolBox.definitions` gives, for
+each granted tool, a :class:`ToolDefinition` (its description, the JSON schema of its
+arguments, camelCase keys as the model writes them, and the shape of its JSON result), ready
+to hand to a function-calling API.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["Cancellation", "ToolBox", "WorkerRequest", "Workers"]
+__all__ = ["Cancellation", "ToolBox", "ToolDefinition", "WorkerRequest", "Workers"]
 
 
 class Cancellation:
@@ -77,6 +82,35 @@ class WorkerRequest:
     data: Mapping[str, Any] = attrs.Factory(dict)
 
 
+@attrs.frozen
+class ToolDefinition:
+    """One granted tool as a function-calling model sees it.
+
+    Attributes:
+        name: the tool's name (what ``ToolBox.call`` takes).
+        description: what the tool does, ending with what it returns (for the model).
+        input_schema: JSON schema of its arguments: an object with camelCase keys, the
+            required ones listed, no other key allowed.
+        result: the shape of the JSON result ``ToolBox.call`` returns (also the last sentence
+            of ``description``; empty where the description says it).
+
+    The same class describes the main agent's tools (``MemoryRoot.tools``).
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    result: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"name", "description", "input_schema"}`` (a copy: the caller may change it)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": copy.deepcopy(dict(self.input_schema)),
+        }
+
+
 @runtime_checkable
 class ToolBox(Protocol):
     """The tools a worker may call during one run."""
@@ -84,6 +118,12 @@ class ToolBox(Protocol):
     @property
     def names(self) -> tuple[str, ...]:
         """The granted tool names."""
+        ...
+
+    @property
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        """Each granted tool's description, argument schema and result shape, in the order
+        of :attr:`names` (a fresh copy each time: the host may change it freely)."""
         ...
 
     @property

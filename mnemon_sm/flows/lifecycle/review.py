@@ -17,6 +17,11 @@ entry stages nothing and does not count). The host asks it again when the run's 
 ``specs/agent_lifecycle.yaml``): an outcome over the limit is refused whatever its receipt says,
 so the limit holds even if a box let a second change through.
 
+The box describes its tools (:attr:`ReviewTools.definitions`): the reads as the long-term box
+does, its own three from :data:`REVIEW_TOOL_TEXTS` and the attrs classes :class:`HotChangeArgs`,
+:class:`DocumentSearchArgs` and :class:`DocumentChangeArgs`, which name exactly the keys the
+box reads.
+
 When the worker returns, :func:`check_receipt` compares its receipt with what it staged; the
 host applies the staged writes only when they agree (see :mod:`mnemon_sm.flows.lifecycle.agent`).
 The box belongs to the review's run: once the run is over or aborted, every call is refused.
@@ -31,13 +36,14 @@ import attrs
 
 from mnemon_sm.convert import register_camel_case
 from mnemon_sm.errors import InvalidInput, ToolRefused
-from mnemon_sm.flows.long_term.tools import ScopedTools
+from mnemon_sm.flows.long_term.tools import ScopedTools, tool_definition
 from mnemon_sm.flows.workers.runner import RunScope
-from mnemon_sm.ports.workers import Cancellation
+from mnemon_sm.ports.workers import Cancellation, ToolDefinition
 
 __all__ = [
     "CHANGE_LIMIT",
     "REVIEW_TOOLS",
+    "REVIEW_TOOL_TEXTS",
     "ChangeKind",
     "ReviewResult",
     "ReviewTools",
@@ -66,6 +72,63 @@ OVER_LIMIT: dict[ChangeKind, str] = {
     "document": "a review may create or update only one document",
 }
 _NAMES: dict[ChangeKind, str] = {"hot": "hot-memory change", "document": "document change"}
+
+
+@attrs.frozen
+class HotChangeArgs:
+    """The arguments of ``mnemon_runtime_memory`` (what the box reads; for its schema)."""
+
+    action: Literal["add", "replace", "remove"]
+    target: Literal["user", "memory"]
+    content: str | None = None
+    old_text: str | None = None
+    importance: Literal["critical", "normal", "low"] | None = None
+
+
+@attrs.frozen
+class DocumentSearchArgs:
+    """The arguments of ``mnemon_document_search``."""
+
+    query: str
+    limit: int | None = None
+
+
+@attrs.frozen
+class DocumentChangeArgs:
+    """The arguments of ``mnemon_document_manage``: ``id`` for an update; ``title`` and
+    ``content`` for a create (``description`` too, optional)."""
+
+    action: Literal["create", "update"]
+    id: str | None = None
+    title: str | None = None
+    content: str | None = None
+    description: str | None = None
+
+
+_REVIEW_ARGS: dict[str, type] = {
+    HOT: HotChangeArgs,
+    DOC_SEARCH: DocumentSearchArgs,
+    DOC_MANAGE: DocumentChangeArgs,
+}
+_ONCE = "Staged, not written: applied only if the review's receipt agrees; one per review. "
+REVIEW_TOOL_TEXTS: dict[str, tuple[str, str]] = {
+    HOT: (
+        f"{_ONCE}Add, replace or remove one hot-memory entry of USER.md (target user) or "
+        "MEMORY.md (target memory); replace and remove find the entry by oldText.",
+        '{"status": "staged", "preview": <the receipt the change will give>}, or '
+        '{"status": "unchanged", ...} for an add of an entry already there.',
+    ),
+    DOC_SEARCH: (
+        f"Search the project documents (at most {DOC_SEARCH_MAX} hits).",
+        "an array of {id, title, description, status, excerpt}.",
+    ),
+    DOC_MANAGE: (
+        f"{_ONCE}Create a document (title, content, description) or update one (id, title "
+        "and/or content).",
+        '{status: "staged", action, id, title}; id is "pending-document-1" for a '
+        "create, else the document's id.",
+    ),
+}
 
 
 @attrs.frozen
@@ -185,6 +248,16 @@ class ReviewTools:
     @property
     def names(self) -> tuple[str, ...]:
         return REVIEW_TOOLS
+
+    @property
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        reads = {d.name: d for d in self._reads.definitions}
+        return tuple(
+            reads[name]
+            if name in reads
+            else tool_definition(name, _REVIEW_ARGS[name], REVIEW_TOOL_TEXTS)
+            for name in REVIEW_TOOLS
+        )
 
     @property
     def cancellation(self) -> Cancellation:

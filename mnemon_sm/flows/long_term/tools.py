@@ -20,6 +20,11 @@ instead of making a twin. After the worker's
 result passed every host check, :meth:`ScopedTools.apply` executes the staged writes in order
 through the service; if the result is refused, nothing was written.
 
+Each box also describes its tools (:attr:`ScopedTools.definitions`): the argument schema is
+generated from the very attrs class a call's arguments are validated as
+(:func:`~mnemon_sm.flows.workers.requests.json_schema`), the description and the result shape
+come from :data:`TOOL_TEXTS`.
+
 Every box belongs to one run (:class:`~mnemon_sm.flows.workers.runner.RunScope`): once the run
 ended or was cancelled, every call, from any thread, is refused and nothing more can be staged. A
 call holds the long-term tier's mutex only while it runs, never for the whole run, so a slow
@@ -28,6 +33,7 @@ worker does not stall the root's other long-term operations.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,11 +42,21 @@ import attrs
 from mnemon_sm.convert import StructureFailed, register_camel_case, structure
 from mnemon_sm.errors import InvalidInput, MnemonError, ToolRefused
 from mnemon_sm.flows.long_term.service import LongTermService, SearchHit
+from mnemon_sm.flows.workers.requests import json_schema
 from mnemon_sm.flows.workers.runner import RunScope
 from mnemon_sm.ports.long_term.checks import Prepared
-from mnemon_sm.ports.workers import Cancellation
+from mnemon_sm.ports.long_term.values import CATEGORIES, EDGE_TYPES, INTENTS, MODES
+from mnemon_sm.ports.workers import Cancellation, ToolDefinition
 
-__all__ = ["READ_TOOLS", "WRITE_TOOLS", "AppliedWrite", "NoTools", "ScopedTools"]
+__all__ = [
+    "READ_TOOLS",
+    "TOOL_TEXTS",
+    "WRITE_TOOLS",
+    "AppliedWrite",
+    "NoTools",
+    "ScopedTools",
+    "tool_definition",
+]
 
 
 @attrs.frozen
@@ -148,6 +164,78 @@ _ARGS: dict[str, type] = {
     "mnemon_memory_body_update": BodyUpdateArgs,
     "mnemon_memory_body_merge": BodyMergeArgs,
 }
+_STAGED = "Staged, not written: the host applies it only if the run's result agrees. "
+# Each tool's description (for the model) and the shape of its JSON result.
+TOOL_TEXTS: dict[str, tuple[str, str]] = {
+    "mnemon_memory_bodies": (
+        "List every Memory Space (memory body), active or not.",
+        "an array of spaces: {id, name, description, active, createdAt, updatedAt, "
+        "mergedInto?, placement?, capabilities}.",
+    ),
+    "mnemon_recall": (
+        "Search long-term memory for insights matching the query, in the given spaces "
+        f"(memoryBodyIds; default: every active space). mode: {', '.join(MODES)}; "
+        f"intent: {', '.join(INTENTS)}.",
+        "{query, mode, results: [{id, content, memoryBodyId, memoryBodyName, "
+        "memoryProviderId, category, importance, tags, entities, relevanceTier, score?, "
+        "normalizedScore?, intent?, matchedVia?, confidence?}], sources: [{memoryBodyId, "
+        "memoryBodyName, providerId, status, itemCount, quality, hint?, reason?}], hint?}; "
+        "only ids returned here may be cited.",
+    ),
+    "mnemon_related": (
+        "Follow the graph edges of insight id in space memoryBodyId, up to depth hops (1 to "
+        f"5); edge filters by type ({', '.join(EDGE_TYPES)}).",
+        "an array of the insights reached: {id, content, category, importance, tags, "
+        "entities, source, access_count, created_at, updated_at, depth, via_edge_type, "
+        "memoryBodyId, memoryBodyName} (the store's own keys, some snake_case as Mnemon "
+        "writes them).",
+    ),
+    "mnemon_remember": (
+        f"{_STAGED}Store an insight in space memoryBodyId (a pending-space-N id from a "
+        "create of this run works too). category: "
+        f"{', '.join(CATEGORIES)}; importance 1 to 5.",
+        '{"status": "staged", "tool": "mnemon_remember", "id": "pending-N"}.',
+    ),
+    "mnemon_link": (
+        f"{_STAGED}Link insight sourceId to targetId in space memoryBodyId; type: "
+        f"{', '.join(EDGE_TYPES)}; weight 0 to 1.",
+        '{"status": "staged", "tool": "mnemon_link"}.',
+    ),
+    "mnemon_forget": (
+        f"{_STAGED}Forget insight id in space memoryBodyId.",
+        '{"status": "staged", "tool": "mnemon_forget"}.',
+    ),
+    "mnemon_memory_body_create": (
+        f"{_STAGED}Create a Memory Space; later calls of this run may use its provisional id.",
+        '{"status": "staged", "tool": "mnemon_memory_body_create", '
+        '"memoryBodyId": "pending-space-N"} (the provisional id is memoryBodyId, not id).',
+    ),
+    "mnemon_memory_body_update": (
+        f"{_STAGED}Change a space's name, description or active flag.",
+        '{"status": "staged", "tool": "mnemon_memory_body_update"}.',
+    ),
+    "mnemon_memory_body_merge": (
+        f"{_STAGED}Merge the spaces sourceIds into targetId (sources deactivated unless "
+        "deactivateSources is false).",
+        '{"status": "staged", "tool": "mnemon_memory_body_merge"}.',
+    ),
+}
+
+
+def tool_definition(
+    name: str, arguments: type, texts: Mapping[str, tuple[str, str]] = TOOL_TEXTS
+) -> ToolDefinition:
+    """The definition of tool ``name`` (its texts from ``texts``) whose arguments are the
+    attrs class ``arguments``; its schema is a fresh copy."""
+    description, result = texts[name]
+    return ToolDefinition(
+        name=name,
+        description=f"{description} Returns {result}",
+        input_schema=copy.deepcopy(json_schema(arguments, inputs=True)),
+        result=result,
+    )
+
+
 # What each write tool's receipt counts as, for checking the worker's claimed action.
 TOOL_ACTIONS = {
     "mnemon_remember": ("stored", "added"),
@@ -192,6 +280,10 @@ class NoTools:
         return ()
 
     @property
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        return ()
+
+    @property
     def cancellation(self) -> Cancellation:
         return self.scope.cancellation
 
@@ -230,6 +322,10 @@ class ScopedTools:
     @property
     def names(self) -> tuple[str, ...]:
         return self._granted
+
+    @property
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        return tuple(tool_definition(name, _ARGS[name]) for name in self._granted)
 
     @property
     def service(self) -> LongTermService:

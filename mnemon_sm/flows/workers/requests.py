@@ -5,7 +5,10 @@ line and renders the request data as JSON indented by four spaces under an "untr
 label, so nothing a user or a model wrote can pass for an instruction. Each flow names its
 result class (an attrs class) when it builds a request; the runner validates the result
 against that class and the JSON schema handed to the worker is generated
-from it, so the two cannot drift.
+from it, so the two cannot drift. The same generator gives the argument schema of every tool
+(:attr:`~mnemon_sm.ports.workers.ToolBox.definitions`) from the attrs class its arguments are
+validated as: camelCase keys, a field with a default is optional, ``X | None`` also admits
+``null``.
 """
 
 from __future__ import annotations

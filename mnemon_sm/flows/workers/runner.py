@@ -23,7 +23,9 @@ it returns, but it can no longer reach any store.
 
 :meth:`Delegate.run` is the synchronous path the flows use: start the run, wait for it through
 the clock port (``Clock.wait``, so tests control time) for at most the kind's timeout
-(``workerTimeoutMs``), and return the raw result. The outcomes: the result;
+(``workerTimeoutMs``), and return the raw result, a text holding one JSON object already read
+as that object (:func:`~mnemon_sm.flows.workers.results.lenient_result`: models often answer
+with text or a Markdown code fence). The outcomes: the result;
 ``WorkerTimeout``; ``WorkerFailed`` when the worker raised an ``Exception`` (its text
 whitespace-collapsed, capped and redacted, the original not chained), returned nothing or
 called a tool it was not granted; any other ``BaseException`` (``KeyboardInterrupt``,
@@ -62,8 +64,9 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 from mnemon_sm.convert import StructureFailed, structure
 from mnemon_sm.errors import Busy, ToolRefused, WorkerCancelled, WorkerFailed, WorkerTimeout
+from mnemon_sm.flows.workers.results import lenient_result, refusal
 from mnemon_sm.ports import Clock
-from mnemon_sm.ports.workers import Cancellation, WorkerRequest, Workers
+from mnemon_sm.ports.workers import Cancellation, ToolDefinition, WorkerRequest, Workers
 from mnemon_sm.redact import redact
 
 __all__ = [
@@ -161,6 +164,9 @@ class ScopedBox(Protocol):
     def names(self) -> tuple[str, ...]: ...
 
     @property
+    def definitions(self) -> tuple[ToolDefinition, ...]: ...
+
+    @property
     def scope(self) -> RunScope: ...
 
     @property
@@ -225,7 +231,8 @@ class WorkerRun:
             cancel_task()
 
     def outcome(self) -> object:
-        """The worker's raw result, or the failure it ended with (see the module)."""
+        """The worker's raw result (a text holding one JSON object read as that object), or
+        the failure it ended with (see the module)."""
         kind, error = self.request.kind, self._error
         if isinstance(error, Exception):
             text = redact(f"{type(error).__name__}: {error}")
@@ -238,7 +245,7 @@ class WorkerRun:
             raise WorkerFailed(f"{kind} worker called tools it was not granted: {names}")
         if self._result is None:
             raise WorkerFailed(f"{kind} worker completed without recording its result")
-        return self._result
+        return lenient_result(self._result)
 
     # -- the worker's thread ------------------------------------------------------------
 
@@ -329,7 +336,8 @@ class Delegate:
         try:
             return structure(raw, cls)
         except StructureFailed as exc:
-            problems = redact("; ".join(exc.problems))
+            why = refusal(raw)  # a text that holds no single JSON object: say why
+            problems = redact("; ".join([*exc.problems, *([why] if why else [])]))
             raise WorkerFailed(
                 f"{request.kind} worker returned an invalid result: {problems}"
             ) from None
