@@ -38,7 +38,7 @@ import copy
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -49,6 +49,7 @@ from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.hot.api import HotMemory
 from mnemon_sm.flows.hot.context_text import RECALL_TOOL, RUNTIME_TOOL
 from mnemon_sm.flows.hot.model import TARGETS
+from mnemon_sm.flows.lifecycle.review import HotChangeArgs
 from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.long_term.service import LIMIT_MAX
 from mnemon_sm.flows.long_term.tools import NoArgs, RecallArgs, RememberArgs
@@ -60,18 +61,6 @@ __all__ = ["MUTATING_TOOLS", "TOOL_NAMES", "AgentTools", "ToolDefinition", "pars
 
 
 # -- arguments -------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class RuntimeMemoryArgs:
-    """``mnemon_runtime_memory``: the request of ``HotMemory.add/replace/remove`` (the review
-    worker's hot-memory change has the same fields)."""
-
-    action: Literal["add", "replace", "remove"]
-    target: Literal["user", "memory"]
-    content: str | None = None
-    old_text: str | None = None
-    importance: Literal["critical", "normal", "low"] | None = None
 
 
 @attrs.frozen
@@ -138,7 +127,7 @@ _TOOLS: tuple[_Tool, ...] = (
         "short-lived details, normal otherwise. When a file is full, the add first makes "
         "room (USER.md is consolidated, MEMORY.md archived to long-term memory). Only the "
         "receipt this tool returns proves a write.",
-        RuntimeMemoryArgs,
+        HotChangeArgs,
         True,
         {
             "action": "add, replace or remove",
@@ -382,7 +371,7 @@ class AgentTools:
 
     # -- handlers --------------------------------------------------------------------------
 
-    def _runtime_memory(self, a: RuntimeMemoryArgs) -> dict[str, Any]:
+    def _runtime_memory(self, a: HotChangeArgs) -> dict[str, Any]:
         required, allowed = _HOT_FIELDS[a.action]
         given = {f for f in ("content", "old_text", "importance") if getattr(a, f) is not None}
         if missing := sorted(required - given):
