@@ -144,12 +144,16 @@ def register_camel_case(cls: type[Any]) -> None:
     converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **renames))
 
 
+# cattrs' message for a value outside a Literal, said plainly.
+_LITERAL = re.compile(r"not in literal typing\.Literal\[([^\]]*)\]")
+
+
 def _format_exception(exc: BaseException, _type: type | None) -> str:
     if isinstance(exc, KeyError):
         return "required field missing"
     if isinstance(exc, cattrs.ForbiddenExtraKeysError):
         return f"unknown field(s): {', '.join(sorted(exc.extra_fields))}"
-    return str(exc) or type(exc).__name__
+    return _LITERAL.sub(r"is not one of \1", str(exc)) or type(exc).__name__
 
 
 def _problems(exc: BaseException, path: str) -> list[str]:

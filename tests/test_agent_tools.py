@@ -525,3 +525,12 @@ def test_a_read_only_root_lists_no_mutating_tool_and_refuses_each() -> None:
     assert ok(tools, "mnemon_status", {})["writeEnabled"] is False
     assert ok(tools, "mnemon_search", {"query": "releases"})["results"]
     assert ok(tools, "mnemon_document_search", {"query": "notes"})["results"]
+
+
+def test_a_value_outside_its_choices_is_named_with_the_choices(root: MemoryRoot) -> None:
+    """The converter says which values a field takes (not cattrs' ``typing.Literal`` text)."""
+    message = error(
+        root.tools, RUNTIME_TOOL, {"action": "append", "target": "user"}, "InvalidInput"
+    )
+    assert "is not one of 'add', 'replace', 'remove' @ $.action" in message
+    assert "typing.Literal" not in message

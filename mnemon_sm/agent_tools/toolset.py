@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -241,12 +240,6 @@ def _definition(tool: _Tool) -> ToolDefinition:
 
 
 _DEFINITIONS = {t.name: _definition(t) for t in _TOOLS}
-_PATH = re.compile(r"@ \$\.([A-Za-z_][A-Za-z0-9_]*)")
-_LITERAL = re.compile(r"not in literal typing\.Literal\[([^\]]*)\]")
-
-
-def _at(tool: _Tool, match: re.Match[str]) -> str:
-    return "@ $." + _key(tool, match.group(1))
 
 
 def parse_arguments(name: str, arguments: object) -> Any:
@@ -270,13 +263,9 @@ def _arguments(tool: _Tool, arguments: object) -> Any:
     try:
         return structure(dict(arguments), tool.args)
     except (StructureFailed, TypeError) as exc:
+        # the converter names each key as the model writes it (see mnemon_sm.convert)
         problems = exc.problems if isinstance(exc, StructureFailed) else [str(exc)]
-        # the converter names a field by its python name; say it as the model wrote it
-        named = [
-            _LITERAL.sub(r"is not one of \1", _PATH.sub(lambda m: _at(tool, m), p))
-            for p in problems
-        ]
-        raise InvalidInput(f"{tool.name}: {'; '.join(named)}") from None
+        raise InvalidInput(f"{tool.name}: {'; '.join(problems)}") from None
 
 
 _HOT_FIELDS: dict[str, tuple[set[str], set[str]]] = {  # action -> (required, allowed)
