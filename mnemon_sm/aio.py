@@ -13,6 +13,7 @@ ticks run on the loop and return at once.
     root = await AsyncMemoryRoot.open("~/.mnemon", workers=MyAsyncWorkers())
     receipt = await root.hot.add("user", "User prefers concise replies")
     answer = await root.long_term.recall("deploy script")
+    result = await root.tools.call("mnemon_recall", {"query": "deploy script"})
     agent = root.lifecycle("main")
     messages = await agent.pre_step(turn, 1, messages)
     driver = AsyncDriver(agent.sync)               # fires reviews on this loop
@@ -27,18 +28,19 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from mnemon_sm.agent_tools import AgentTools
 from mnemon_sm.config import Config
 from mnemon_sm.flows.lifecycle.api import AgentLifecycle
 from mnemon_sm.flows.workers.runner import HOST_LOOP
 from mnemon_sm.ports import Ports
-from mnemon_sm.ports.workers import Workers
+from mnemon_sm.ports.workers import ToolDefinition, Workers
 from mnemon_sm.root import MemoryRoot
 
-__all__ = ["AsyncFacade", "AsyncMemoryRoot"]
+__all__ = ["AsyncAgentTools", "AsyncFacade", "AsyncMemoryRoot"]
 
 
 async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -72,14 +74,50 @@ class AsyncFacade:
         return method
 
 
+class AsyncAgentTools:
+    """The main agent's memory tools (:class:`~mnemon_sm.agent_tools.AgentTools`) for an
+    asyncio host: the definitions are plain data, read at once; :meth:`call` runs the tool on
+    a thread and is awaited."""
+
+    def __init__(self, tools: AgentTools) -> None:
+        self.sync = tools
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.sync.names
+
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        return self.sync.definitions()
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        return self.sync.to_openai()
+
+    def to_anthropic(self) -> list[dict[str, Any]]:
+        return self.sync.to_anthropic()
+
+    def to_mcp(self) -> list[dict[str, Any]]:
+        return self.sync.to_mcp()
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | str) -> dict[str, Any]:
+        """:meth:`AgentTools.call <mnemon_sm.agent_tools.AgentTools.call>`, off the loop."""
+        result: dict[str, Any] = await _call(self.sync.call, name, arguments)
+        return result
+
+
 class AsyncMemoryRoot:
-    """A :class:`~mnemon_sm.root.MemoryRoot` for asyncio hosts."""
+    """A :class:`~mnemon_sm.root.MemoryRoot` for asyncio hosts.
+
+    ``events`` is the root's event hub as it is (subscribing is instant; hooks run on the
+    thread that made the change, so an asyncio host hands events to its loop with
+    ``loop.call_soon_threadsafe``)."""
 
     def __init__(self, root: MemoryRoot) -> None:
         self.sync = root
         self.hot = AsyncFacade(root.hot)
         self.context = AsyncFacade(root.context)
         self.documents = AsyncFacade(root.documents)
+        self.tools = AsyncAgentTools(root.tools)
+        self.events = root.events
         self._long_term: AsyncFacade | None = None
 
     @classmethod

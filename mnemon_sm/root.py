@@ -38,6 +38,7 @@ from mnemon_sm.flows.lifecycle.api import AgentLifecycle
 from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.long_term.catalog import Catalog
 from mnemon_sm.flows.workers.runner import Delegate, host_only
+from mnemon_sm.observe import Events
 from mnemon_sm.ports import Ports
 from mnemon_sm.ports.embedder import Embedder
 from mnemon_sm.ports.long_term.port import LongTermStore
@@ -87,8 +88,9 @@ class MemoryRoot:
         self.path, self.config = path, config
         self._ports = ports
         self._progress = progress
+        self._events = Events(ports.clock.now_ms)
         self._delegate = Delegate(
-            ports.workers or BuiltinWorkers(), ports.clock, config.worker_timeout
+            ports.workers or BuiltinWorkers(), ports.clock, config.worker_timeout, self._events
         )
         self._shared = _Shared(ports, config, self._delegate)
         history = HotHistory(ports.files)
@@ -126,6 +128,13 @@ class MemoryRoot:
         """The memory tools for the host's main agent: definitions for each model API and one
         dispatcher (:class:`~mnemon_sm.agent_tools.AgentTools`)."""
         return self._tools
+
+    @property
+    def events(self) -> Events:
+        """What happens in this root, as log records under the ``mnemon_sm`` logger and as
+        events for hooks: ``root.events.subscribe(hook, kinds=None)`` (see
+        :mod:`mnemon_sm.observe`)."""
+        return self._events
 
     @host_only
     def lifecycle(self, agent_id: str) -> AgentLifecycle:

@@ -95,7 +95,7 @@ def test_merge_leaves_every_source_byte_identical(plans, target_facts, keep_acti
             if e.edge_type == "causal"
         }
         assert expected_links <= links, "explicit links keep their weights"
-        assert report["memoryBodyId"] == target.id
+        assert report.memory_body_id == target.id
         active = {s.id: s.active for s in lt.spaces()}
         assert all(active[s] == keep_active for s in sources)
         assert active[target.id]

@@ -79,7 +79,7 @@ def test_an_import_stores_each_distinct_content_once_in_order(
 ) -> None:
     ports, _ = memory_ports()
     lt = _root(ports).long_term
-    report = lt.remember_many(items, batch=batch)
+    report = lt.remember_many(items, batch=batch).to_json()
     distinct = _distinct(items)
     assert insight_contents(ports)["default"] == distinct, "INV-UPK-1"
     assert (report["imported"], report["skipped"]) == (len(distinct), len(items) - len(distinct))

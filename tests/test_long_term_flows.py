@@ -301,9 +301,9 @@ def test_link_and_forget_through_the_worker() -> None:
     ids = [i.id for i in ports.long_term.list("default")]
     linked = root.long_term.link(ids[0], ids[1], space="default", reason="both about releases")
     assert linked.action == "linked"
-    assert root.long_term.related(ids[0], space="default")[0]["id"] == ids[1]
+    assert root.long_term.related(ids[0], space="default")[0].hit.insight.id == ids[1]
     assert root.long_term.forget(ids[1], space="default").action == "forgotten"
-    assert root.long_term.related(ids[0], space="default") == []
+    assert root.long_term.related(ids[0], space="default") == ()
 
 
 # -- merge -------------------------------------------------------------------------------
@@ -313,7 +313,7 @@ def test_merge_copies_sources_and_deactivates_them() -> None:
     root, ports, _ = seeded()
     design = next(s for s in root.long_term.spaces() if s.id != "default")
     root.long_term.remember("Event sourcing was rejected for billing", space=design.id)
-    report = root.long_term.merge("default", [design.id])
+    report = root.long_term.merge("default", [design.id]).to_json()
     assert (report["memoryBodyId"], report["imported"]) == ("default", 1)
     assert not next(s for s in root.long_term.spaces() if s.id == design.id).active
     assert len(ports.long_term.list(design.id)) == 1  # the source keeps its data
@@ -478,7 +478,7 @@ def test_related_and_status_take_each_outcome_edge_and_rest_in_idle() -> None:
     lt = root.long_term
     first, second = (i.id for i in ports.long_term.list("default")[:2])
     root.long_term.link(first, second, space="default", type="causal")
-    rows = lt.related(first, space="default")
+    rows = [item.to_json() for item in lt.related(first, space="default")]
     assert second in [r["id"] for r in rows]
     assert {(r["memoryBodyId"], r["memoryBodyName"]) for r in rows} == {
         ("default", "General memory")

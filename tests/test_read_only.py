@@ -75,7 +75,7 @@ def populate(root: Path) -> tuple[MemoryRoot, dict[str, str]]:
     gone = writer.documents.create("Old notes", "Superseded deployment notes.")
     writer.documents.archive(gone.document.id)
     writer.long_term.create_space("Project", "Project facts", active=True)
-    ids = writer.long_term.remember_many(FACTS, space="default")["ids"]
+    ids = writer.long_term.remember_many(FACTS, space="default").ids
     writer.long_term.create_space("Other", "Another space", active=True)
     runtime = root / "runtime"
     (runtime / ".memories.json.1.2.a.tmp").write_bytes(b"a crashed writer's temp file")

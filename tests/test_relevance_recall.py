@@ -323,7 +323,7 @@ def test_remember_many_checks_everything_first(tmp_path: Path, clock: FakeClock)
         {"content": "kiwi note 0"},  # a duplicate: stored once
         {"content": "old kiwi", "createdAt": "2020-01-02T03:04:05Z", "importance": 5},
     ]
-    report = lt.remember_many(items, batch=3, progress=lambda d, t: seen.append((d, t)))
+    report = lt.remember_many(items, batch=3, progress=lambda d, t: seen.append((d, t))).to_json()
     assert (report["imported"], report["skipped"], len(report["ids"])) == (6, 1, 7)
     assert report["ids"][5] == report["ids"][0]
     assert seen == [(3, 7), (6, 7), (7, 7)]

@@ -73,7 +73,7 @@ def test_an_import_writes_a_batch_per_step_and_reports_progress() -> None:
     log.clear()
     report = lt.remember_many(
         items, space=None, batch=3, progress=lambda d, t: seen.append((d, t))
-    )
+    ).to_json()
     assert seen == [(3, 9), (6, 9), (9, 9)]  # one step per batch, the duplicate included
     assert log.names().count("long_term.import_draft") == 3
     assert (report["imported"], report["skipped"], len(report["ids"])) == (8, 1, 9)
@@ -134,7 +134,7 @@ def test_a_failed_batch_ends_the_import_with_the_batches_before_it_kept() -> Non
     stored = [c for c in contents(inner, "default") if c.startswith("Imported")]
     assert stored == sorted(ITEMS[:3])  # the first batch, and only it
     assert lt._upkeep.state == "idle"
-    assert lt.remember_many(ITEMS, space="default", batch=3)["skipped"] == 3  # usable
+    assert lt.remember_many(ITEMS, space="default", batch=3).skipped == 3  # usable
 
 
 def test_an_import_run_travels_with_its_events() -> None:
@@ -313,4 +313,4 @@ def test_every_batch_size_stores_the_same(batch: int) -> None:
     ports, _ = memory_ports(upkeep=True)
     lt = one_space(ports).long_term
     report = lt.remember_many(ITEMS, batch=batch)
-    assert report["imported"] == len(ITEMS) and contents(ports, "default") == sorted(ITEMS)
+    assert report.imported == len(ITEMS) and contents(ports, "default") == sorted(ITEMS)

@@ -48,7 +48,9 @@ def register(commands: Any, open_root: Opener, emit: Printer) -> None:
     merge = space_command(
         "merge",
         "merge source spaces into a target (sources are only read)",
-        lambda r, a: r.long_term.merge(a.target, a.sources, deactivate_sources=not a.keep_sources),
+        lambda r, a: r.long_term.merge(
+            a.target, a.sources, deactivate_sources=not a.keep_sources
+        ).to_json(),
     )
     merge.add_argument("target")
     merge.add_argument("sources", nargs="+")
@@ -94,9 +96,12 @@ def register(commands: Any, open_root: Opener, emit: Printer) -> None:
     related = command(
         "related",
         "insights linked to an insight (breadth-first)",
-        lambda r, a: r.long_term.related(
-            a.id, space=a.space or _only_space(r), depth=a.depth, edge=a.edge
-        ),
+        lambda r, a: [
+            item.to_json()
+            for item in r.long_term.related(
+                a.id, space=a.space or _only_space(r), depth=a.depth, edge=a.edge
+            )
+        ],
     )
     related.add_argument("id")
     related.add_argument("--space", help="space id (default: the only active space)")
@@ -134,7 +139,7 @@ def register(commands: Any, open_root: Opener, emit: Printer) -> None:
             space=a.space,
             batch=a.batch,
             progress=lambda done, total: ProgressBar()("import", done, total),
-        ),
+        ).to_json(),
     )
     imported.add_argument("file", type=Path, help="the file to import ('-': stdin)")
     imported.add_argument("--space", help="space id (default: the only active space)")

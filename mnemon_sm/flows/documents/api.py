@@ -25,6 +25,7 @@ from mnemon_sm.flows.documents.search import DocumentSearchFlow
 from mnemon_sm.flows.documents.values import DocumentResult, SearchHit
 from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.workers.runner import Delegate, host_only
+from mnemon_sm.observe import observed
 from mnemon_sm.ports import Clock, Files, Locks
 
 __all__ = ["Documents"]
@@ -61,6 +62,7 @@ class Documents:
     # -- mutations -------------------------------------------------------------------------
 
     @host_only
+    @observed("documents.create")
     def create(
         self,
         title: str,
@@ -91,6 +93,7 @@ class Documents:
         )
 
     @host_only
+    @observed("documents.update")
     def update(
         self,
         doc_id: str,
@@ -117,6 +120,7 @@ class Documents:
         )
 
     @host_only
+    @observed("documents.archive")
     def archive(self, doc_id: str) -> DocumentResult:
         """Archive an active document by hand (cold reference first, then the move)."""
         return self._run("archive", id=doc_id)

@@ -31,6 +31,7 @@ from mnemon_sm.flows.hot.mutation import HotMutationFlow
 from mnemon_sm.flows.hot.rules import Commit, Receipt, Rejected, check_request, plan_mutation
 from mnemon_sm.flows.hot.store import SourceCache
 from mnemon_sm.flows.workers.runner import Delegate, host_only
+from mnemon_sm.observe import observed
 from mnemon_sm.ports import Ports
 from mnemon_sm.text import iso_ms
 
@@ -75,6 +76,10 @@ class Preview:
 
     receipt: Receipt
     changes: bool  # False: it is in effect already (an add equal to an entry)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"changes", "receipt"}``."""
+        return {"changes": self.changes, "receipt": self.receipt.to_json()}
 
 
 class _Shared:
@@ -134,6 +139,7 @@ class HotMemory:
         self._maintenance_mutex = threading.RLock()
 
     @host_only
+    @observed("hot.add")
     def add(
         self,
         target: str,
@@ -171,12 +177,33 @@ class HotMemory:
             if not maintenance:
                 raise
             with self._maintenance_mutex:
-                receipt: Receipt = self._maintenance.perform(
-                    "overflowed", request=request, overflow=overflow, maintenance=maintenance
+                try:
+                    receipt: Receipt = self._maintenance.perform(
+                        "overflowed", request=request, overflow=overflow, maintenance=maintenance
+                    )
+                except (CapacityExceeded, ReadOnly, InvalidInput):
+                    raise  # no round ran: the overflow (or the request) reported as it is
+                except Exception as exc:
+                    self._delegate.events.failed("maintenance.failed", exc, target=target)
+                    raise
+            block = receipt.maintenance
+            if block is not None and self._delegate.events.active:
+                self._delegate.events.emit(
+                    "maintenance.finished",
+                    {
+                        "target": receipt.target,
+                        "maintenanceKind": block.kind,
+                        "runId": block.run_id,
+                        "sourceEntries": block.source_entries,
+                        "keptEntries": block.kept_entries,
+                        "memoryBodyIds": list(block.memory_body_ids),
+                    },
+                    result=block,
                 )
-                return receipt
+            return receipt
 
     @host_only
+    @observed("hot.replace")
     def replace(
         self, target: str, old_text: str, content: str, importance: str | None = None
     ) -> Receipt:
@@ -195,6 +222,7 @@ class HotMemory:
             )
 
     @host_only
+    @observed("hot.remove")
     def remove(self, target: str, old_text: str) -> Receipt:
         """Remove the one entry of ``target`` containing ``old_text``.
 
@@ -245,6 +273,7 @@ class HotMemory:
         return tuple(HistoryItem.of(r, e) for r, e in self._history.entries(target))
 
     @host_only
+    @observed("hot.restore")
     def restore(self, history_id: str, *, maintenance: bool = False) -> Receipt:
         """Add a preserved entry back to its target through the normal add path (its
         capacity rules included; with ``maintenance`` an overflow compacts as any add does).

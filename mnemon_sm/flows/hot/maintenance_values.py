@@ -6,11 +6,11 @@ converter; the JSON schemas handed to the workers are generated from the same cl
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
-from mnemon_sm.convert import register_camel_case
+from mnemon_sm.convert import converter, register_camel_case
 from mnemon_sm.flows.hot.model import HotEntry, Importance, Kind, Target, maintenance_kind
 
 __all__ = [
@@ -108,6 +108,11 @@ class MaintenanceBlock:
     memory_body_ids: tuple[str, ...]
     source_entries: int  # committed entries the worker was given
     kept_entries: int  # compacted entries kept by packing
+
+    def to_json(self) -> dict[str, Any]:
+        """The block as a receipt shows it (camelCase keys)."""
+        data: dict[str, Any] = converter.unstructure(self)
+        return data
 
 
 register_camel_case(MaintenanceBlock)

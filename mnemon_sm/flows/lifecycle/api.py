@@ -296,8 +296,19 @@ class AgentLifecycle:
         tools = ReviewTools(reads, self._hot, self._documents)
         request = build_request("review", data, REVIEW_TOOLS, ReviewResult)
 
+        events = self._delegate.events
+        events.emit("review.started", {"agentId": self.agent_id, "runId": run_id})
+
         def finished(run: WorkerRun) -> None:
             outcome = _outcome(run, tools)
+            summary: dict[str, Any] = {"agentId": self.agent_id, "runId": run_id}
+            if not events.active:
+                pass
+            elif outcome.agreed:
+                events.emit("review.finished", {**summary, "action": outcome.action})
+            else:  # the reason is host text (redacted), never the model's summary
+                error = {"type": "ReviewRefused", "message": outcome.summary}
+                events.emit("review.finished", {**summary, "error": error}, ok=False)
             with self._mutex:
                 if self._flow.state == "disposed":
                     return

@@ -26,13 +26,19 @@ from mnemon_sm.flows.long_term.recall import (
     RecallAnswer,
     RecallFlow,
 )
-from mnemon_sm.flows.long_term.service import LongTermService, SearchResult
+from mnemon_sm.flows.long_term.service import (
+    LongTermService,
+    MergeReceipt,
+    RelatedItem,
+    SearchResult,
+)
 from mnemon_sm.flows.long_term.spaces import SpacesFlow
 from mnemon_sm.flows.long_term.tools import ScopedTools
-from mnemon_sm.flows.long_term.upkeep import UpkeepFlow
+from mnemon_sm.flows.long_term.upkeep import ImportReceipt, UpkeepFlow
 from mnemon_sm.flows.long_term.write import MergeFlow, WriteFlow, WriteReceipt
 from mnemon_sm.flows.workers.requests import build_request
 from mnemon_sm.flows.workers.runner import Delegate, host_only
+from mnemon_sm.observe import observed
 from mnemon_sm.ports.long_term.port import LongTermStore
 from mnemon_sm.ports.long_term.values import SpaceStatus
 
@@ -103,6 +109,7 @@ class LongTermMemory:
             return spaces
 
     @host_only
+    @observed("long_term.create_space")
     def create_space(self, name: str, description: str, *, active: bool = False) -> Space:
         """Create a space; its id is chosen by the library (``default`` first)."""
         request = {"name": name, "description": description, "active": active}
@@ -111,6 +118,7 @@ class LongTermMemory:
             return space
 
     @host_only
+    @observed("long_term.update_space")
     def update_space(
         self,
         space: str,
@@ -125,18 +133,20 @@ class LongTermMemory:
             return updated
 
     @host_only
+    @observed("long_term.delete_space")
     def delete_space(self, space: str) -> None:
         """Delete a space and its store (never the last one)."""
         with self._mutex:
             self._spaces.perform("delete", request={"space": space})
 
     @host_only
+    @observed("long_term.merge")
     def merge(
         self, target: str, sources: Sequence[str], *, deactivate_sources: bool = True
-    ) -> dict[str, Any]:
+    ) -> MergeReceipt:
         """Copy ``sources`` into ``target``; sources are only read (and then deactivated)."""
         with self._mutex:
-            result: dict[str, Any] = self._merge.perform(
+            result: MergeReceipt = self._merge.perform(
                 "merge",
                 request={
                     "target": target,
@@ -191,13 +201,16 @@ class LongTermMemory:
     @host_only
     def related(
         self, insight_id: str, *, space: str, depth: int = 2, edge: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[RelatedItem, ...]:
+        """The insights reached from ``insight_id`` by following links, breadth-first, up to
+        ``depth`` hops (only edges of type ``edge`` when given)."""
         request = {"space": space, "insight_id": insight_id, "depth": depth, "edge": edge}
         with self._mutex:
-            rows: list[dict[str, Any]] = self._direct.perform("related", request=request)
-            return rows
+            items: tuple[RelatedItem, ...] = self._direct.perform("related", request=request)
+            return items
 
     @host_only
+    @observed("long_term.remember_many")
     def remember_many(
         self,
         items: Sequence[object],
@@ -205,7 +218,7 @@ class LongTermMemory:
         space: str | None = None,
         batch: int = 500,
         progress: Callable[[int, int], None] | None = None,
-    ) -> dict[str, Any]:
+    ) -> ImportReceipt:
         """Bulk import (migrations): store many memories without a worker, ``batch`` per
         transaction, calling ``progress(done, total)`` after each batch.
 
@@ -222,7 +235,7 @@ class LongTermMemory:
         """
         request = {"items": items, "space": space, "batch": batch, "progress": progress}
         with self._upkeep_lock:
-            report: dict[str, Any] = self._upkeep.perform("import_items", request=request)
+            report: ImportReceipt = self._upkeep.perform("import_items", request=request)
         return report
 
     @host_only
@@ -251,6 +264,7 @@ class LongTermMemory:
     # -- writes (through the write worker) -------------------------------------------------
 
     @host_only
+    @observed("long_term.remember")
     def remember(
         self, content: str, *, space: str | None = None, source: str = "user", **fields: Any
     ) -> WriteReceipt:
@@ -263,6 +277,7 @@ class LongTermMemory:
         )
 
     @host_only
+    @observed("long_term.link")
     def link(
         self,
         source_id: str,
@@ -284,6 +299,7 @@ class LongTermMemory:
         )
 
     @host_only
+    @observed("long_term.forget")
     def forget(self, insight_id: str, *, space: str | None = None) -> WriteReceipt:
         return self._write_op("forget", id=insight_id, memoryBodyId=space)
 

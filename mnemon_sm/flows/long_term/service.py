@@ -56,6 +56,7 @@ from mnemon_sm.ports.long_term.values import (
     Insight,
     RecallHit,
     RecallResult,
+    RelatedHit,
     SpaceStatus,
 )
 
@@ -167,6 +168,50 @@ class SearchHit:
             if value is not None:
                 out[key] = value
         return out
+
+
+@attrs.frozen
+class MergeReceipt:
+    """What a merge of Memory Spaces copied: into which space, from which sources, how many
+    insights were imported or skipped as already there, and how many edges were inserted."""
+
+    memory_body_id: str
+    memory_body_name: str
+    sources: tuple[str, ...]
+    imported: int
+    skipped: int
+    edges_inserted: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"memoryBodyId", "memoryBodyName", "sources", "imported", "skipped",
+        "edgesInserted"}``."""
+        return {
+            "memoryBodyId": self.memory_body_id,
+            "memoryBodyName": self.memory_body_name,
+            "sources": list(self.sources),
+            "imported": self.imported,
+            "skipped": self.skipped,
+            "edgesInserted": self.edges_inserted,
+        }
+
+
+@attrs.frozen
+class RelatedItem:
+    """An insight reached from another by following links (``related``): the hit, with the
+    space it lives in."""
+
+    space_id: str
+    space_name: str
+    hit: RelatedHit
+
+    def to_json(self) -> dict[str, Any]:
+        """The insight's JSON with ``depth``, ``via_edge_type``, ``memoryBodyId`` and
+        ``memoryBodyName``."""
+        return {
+            **self.hit.to_json(),
+            "memoryBodyId": self.space_id,
+            "memoryBodyName": self.space_name,
+        }
 
 
 @attrs.frozen
@@ -378,7 +423,7 @@ class LongTermService:
 
     def related(
         self, space_id: str, insight_id: str, *, depth: object = 2, edge_type: object = None
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[RelatedItem, ...]:
         space = self.catalog.readable([space_id])[0]
         hits = self.store.related(
             space.id,
@@ -386,9 +431,7 @@ class LongTermService:
             depth=checks.depth(depth),
             edge_type=None if edge_type is None else checks.edge_type(edge_type),
         )
-        return [
-            {**h.to_json(), "memoryBodyId": space.id, "memoryBodyName": space.name} for h in hits
-        ]
+        return tuple(RelatedItem(space.id, space.name, h) for h in hits)
 
     # -- writes ----------------------------------------------------------------------------
     #
@@ -567,7 +610,7 @@ class LongTermService:
 
     def merge_spaces(
         self, target: str, sources: Sequence[str], *, deactivate_sources: bool = True
-    ) -> dict[str, Any]:
+    ) -> MergeReceipt:
         """Copy every insight and edge of ``sources`` into ``target``; sources are only read."""
         self._writable()
         target_space = self.catalog.get(target)
@@ -586,14 +629,9 @@ class LongTermService:
         target_space = self.catalog.activate(target_space.id)
         if deactivate_sources:
             self.catalog.merged(target_space.id, source_ids)
-        return {
-            "memoryBodyId": target_space.id,
-            "memoryBodyName": target_space.name,
-            "sources": source_ids,
-            "imported": imported,
-            "skipped": skipped,
-            "edgesInserted": edges,
-        }
+        return MergeReceipt(
+            target_space.id, target_space.name, tuple(source_ids), imported, skipped, edges
+        )
 
     # -- optional capabilities of the store -----------------------------------------------
     #

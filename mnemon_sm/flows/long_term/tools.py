@@ -381,7 +381,8 @@ class ScopedTools:
         return result.to_json()
 
     def _related(self, a: RelatedArgs) -> list[dict[str, Any]]:
-        rows = self._service.related(a.memory_body_id, a.id, depth=a.depth, edge_type=a.edge)
+        items = self._service.related(a.memory_body_id, a.id, depth=a.depth, edge_type=a.edge)
+        rows = [item.to_json() for item in items]
         for row in rows:
             self.evidence[(row["memoryBodyId"], row["id"])] = row
         return rows
@@ -524,7 +525,7 @@ class ScopedTools:
                         real(a.target_id) or "",
                         [real(s) or "" for s in a.source_ids],
                         deactivate_sources=a.deactivate_sources,
-                    )
+                    ).to_json()
                 if w.pending_id is not None:
                     key = "memoryBodyId" if w.pending_id.startswith("pending-space") else "id"
                     ids[w.pending_id] = receipt[key]

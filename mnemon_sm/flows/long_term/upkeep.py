@@ -33,7 +33,7 @@ from mnemon_sm.errors import InvalidInput, MnemonError
 from mnemon_sm.flows.long_term.catalog import Space
 from mnemon_sm.flows.long_term.write import WritingContext
 
-__all__ = ["BackfillRun", "ImportRun", "RebuildRun", "UpkeepFlow", "UpkeepRun"]
+__all__ = ["BackfillRun", "ImportReceipt", "ImportRun", "RebuildRun", "UpkeepFlow", "UpkeepRun"]
 
 
 @attrs.frozen
@@ -62,10 +62,28 @@ class ImportRun(UpkeepRun):
     def next(self) -> tuple[Any, ...]:
         return self.todo[self.done : self.done + self.batch]
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> ImportReceipt:
+        return ImportReceipt(
+            self.target.id, self.target.name, self.imported, self.skipped, self.ids
+        )
+
+
+@attrs.frozen
+class ImportReceipt:
+    """What a bulk import (``remember_many``) stored: into which space, how many memories
+    were imported and how many skipped as already stored, and the ids of the imported ones."""
+
+    memory_body_id: str
+    memory_body_name: str
+    imported: int
+    skipped: int
+    ids: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"memoryBodyId", "memoryBodyName", "imported", "skipped", "ids"}``."""
         return {
-            "memoryBodyId": self.target.id,
-            "memoryBodyName": self.target.name,
+            "memoryBodyId": self.memory_body_id,
+            "memoryBodyName": self.memory_body_name,
             "imported": self.imported,
             "skipped": self.skipped,
             "ids": list(self.ids),

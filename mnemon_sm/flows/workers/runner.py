@@ -65,6 +65,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from mnemon_sm.convert import StructureFailed, structure
 from mnemon_sm.errors import Busy, ToolRefused, WorkerCancelled, WorkerFailed, WorkerTimeout
 from mnemon_sm.flows.workers.results import lenient_result, refusal
+from mnemon_sm.observe import IN_HOOK, Events
 from mnemon_sm.ports import Clock
 from mnemon_sm.ports.workers import Cancellation, ToolDefinition, WorkerRequest, Workers
 from mnemon_sm.redact import redact
@@ -103,6 +104,11 @@ def host_only(fn: Callable[P, R]) -> Callable[P, R]:
             raise Busy(
                 f"{fn.__qualname__} was called from inside a worker run of the same root; a "
                 "worker reaches memory only through the tool box it was handed"
+            )
+        if IN_HOOK.get():
+            raise Busy(
+                f"{fn.__qualname__} was called from inside an event hook; the root may hold "
+                "its locks there: hand the event to a queue or another thread"
             )
         return fn(*args, **kwargs)
 
@@ -230,6 +236,16 @@ class WorkerRun:
         if cancel_task is not None:
             cancel_task()
 
+    @property
+    def error(self) -> BaseException | None:
+        """What the worker raised, once the run is over (None: it returned); a run that
+        returned nothing or called tools it was not granted counts as failed."""
+        if self._error is not None:
+            return self._error
+        if getattr(self.tools, "refused", ()) or self._result is None:
+            return WorkerFailed(f"{self.request.kind} worker did not finish cleanly")
+        return None
+
     def outcome(self) -> object:
         """The worker's raw result (a text holding one JSON object read as that object), or
         the failure it ended with (see the module)."""
@@ -296,8 +312,17 @@ class Delegate:
     """How flows run workers: one per root, holding the root's ``Workers``, the clock and
     the timeouts. Facades keep it as ``_delegate`` (see :func:`host_only`)."""
 
-    def __init__(self, workers: Workers, clock: Clock, timeout_ms: Callable[[str], int]):
+    def __init__(
+        self,
+        workers: Workers,
+        clock: Clock,
+        timeout_ms: Callable[[str], int],
+        events: Events | None = None,
+    ):
         self.workers, self._clock, self._timeout_ms = workers, clock, timeout_ms
+        #: The root's event hub (:mod:`mnemon_sm.observe`): the delegate reports every run to
+        #: it, and the facades, which all hold the delegate, report their operations.
+        self.events = events if events is not None else Events(clock.now_ms)
 
     def run(self, request: WorkerRequest, tools: ScopedBox) -> object:
         """Run a worker to completion within its timeout; returns its raw result.
@@ -308,6 +333,15 @@ class Delegate:
                 was not granted.
             BaseException: whatever other it raised, unchanged.
         """
+        started = self._started(request)
+        try:
+            raw = self._run(request, tools)
+        except BaseException as exc:
+            self._finished(request, started, exc)
+            raise
+        return raw
+
+    def _run(self, request: WorkerRequest, tools: ScopedBox) -> object:
         run = WorkerRun(self, request, tools, loop=HOST_LOOP.get())
         if getattr(self.workers, "trusted_inline", False) is True:
             run.run_here()  # host code that cannot hang: no thread to pay for
@@ -331,16 +365,59 @@ class Delegate:
 
     def result(self, request: WorkerRequest, tools: ScopedBox, cls: type[T]) -> T:
         """:meth:`run`, then the result validated strictly as ``cls`` (``WorkerFailed``
-        naming the problems otherwise)."""
-        raw = self.run(request, tools)
+        naming the problems otherwise). Reports the run to :attr:`events` once, with the
+        validation's verdict (``invalid`` for a result of the wrong shape)."""
+        started = self._started(request)
         try:
-            return structure(raw, cls)
+            raw = self._run(request, tools)
+        except BaseException as exc:
+            self._finished(request, started, exc)
+            raise
+        try:
+            value = structure(raw, cls)
         except StructureFailed as exc:
             why = refusal(raw)  # a text that holds no single JSON object: say why
             problems = redact("; ".join([*exc.problems, *([why] if why else [])]))
-            raise WorkerFailed(
-                f"{request.kind} worker returned an invalid result: {problems}"
-            ) from None
+            failure = WorkerFailed(f"{request.kind} worker returned an invalid result: {problems}")
+            self._finished(request, started, failure, outcome="invalid")
+            raise failure from None
+        self._finished(request, started, None)
+        return value
+
+    def _started(self, request: WorkerRequest) -> int | None:
+        """Report a run's start; the clock's reading, when anyone listens (else None: an
+        unobserved run reads no clock)."""
+        if not self.events.active:
+            return None
+        self.events.emit("worker.started", {"workerKind": request.kind})
+        return self._clock.now_ms()
+
+    def _finished(
+        self,
+        request: WorkerRequest,
+        started_ms: int | None,
+        error: BaseException | None,
+        *,
+        outcome: str | None = None,
+    ) -> None:
+        """Report a run's end: ``ok`` unless ``error`` (``timeout``, ``cancelled`` for a
+        ``BaseException`` such as the host's own interrupt, else ``failed``)."""
+        data: dict[str, Any] = {"workerKind": request.kind}
+        if started_ms is not None:
+            data["durationMs"] = self._clock.now_ms() - started_ms
+        elif error is None:
+            return  # nobody listens at INFO and no hook is subscribed
+        if error is None:
+            self.events.emit("worker.finished", {**data, "outcome": "ok"})
+            return
+        if outcome is None:
+            if isinstance(error, WorkerTimeout):
+                outcome = "timeout"
+            elif isinstance(error, Exception) and not isinstance(error, WorkerCancelled):
+                outcome = "failed"
+            else:
+                outcome = "cancelled"
+        self.events.failed("worker.finished", error, **data, outcome=outcome)
 
     def start(
         self,
@@ -352,7 +429,19 @@ class Delegate:
     ) -> WorkerRun:
         """Start a run in the background; ``on_done(run)`` is called on its thread once the
         run is over (the worker returned or raised, or the run was cancelled first)."""
-        run = WorkerRun(self, request, tools, loop=loop or HOST_LOOP.get(), on_done=on_done)
+        started = self._started(request)
+
+        def done(run: WorkerRun) -> None:
+            if run.scope.cancellation.is_set:  # its result, if any, is thrown away
+                reason = WorkerCancelled(
+                    f"the run was cancelled ({run.scope.cancellation.reason})"
+                )
+                self._finished(request, started, reason, outcome="cancelled")
+            else:
+                self._finished(request, started, run.error)
+            on_done(run)
+
+        run = WorkerRun(self, request, tools, loop=loop or HOST_LOOP.get(), on_done=done)
         run.start(gated=False)
         return run
 
