@@ -25,6 +25,7 @@ from typing import Any
 from mnemon_sm import __version__
 from mnemon_sm.cli import documents as cli_documents
 from mnemon_sm.cli import long_term as cli_long_term
+from mnemon_sm.cli import mcp_command as cli_mcp
 from mnemon_sm.cli.demo import run_demo
 from mnemon_sm.cli.replay import replay
 from mnemon_sm.cli.specs import check_specs, render_specs
@@ -199,6 +200,7 @@ def _parser() -> argparse.ArgumentParser:
 
     cli_long_term.register(commands, _open, _print_json)
     cli_documents.register(commands, _open, _print_json)
+    cli_mcp.register(commands, default_root, version)
 
     lifecycle = commands.add_parser("lifecycle", help="agent lifecycle").add_subparsers(
         dest="lifecycle_command", required=True
