@@ -1,10 +1,17 @@
 """mnemon_sm: tiered memory for LLM agents, every workflow an explicit state machine.
 
 Public surface: :class:`MemoryRoot` (open a storage root), :class:`Config`, the receipt and
-snapshot values, the main agent's memory tools (:class:`AgentTools`) and the error classes.
+snapshot values, the main agent's memory tools (:class:`AgentTools`), the worker port and the
+ready-made workers (built-in, fallback, OpenAI and Anthropic) and the error classes.
 Everything else is internal.
 """
 
+from mnemon_sm.adapters.llm import (
+    AnthropicWorkers,
+    AsyncAnthropicWorkers,
+    AsyncOpenAIWorkers,
+    OpenAIWorkers,
+)
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.adapters.workers.fallback import FallbackWorkers
 from mnemon_sm.agent_tools import AgentTools
@@ -54,8 +61,11 @@ __all__ = [
     "AgentLifecycle",
     "AgentTools",
     "AmbiguousMatch",
+    "AnthropicWorkers",
+    "AsyncAnthropicWorkers",
     "AsyncDriver",
     "AsyncMemoryRoot",
+    "AsyncOpenAIWorkers",
     "BuiltinWorkers",
     "Busy",
     "Cancellation",
@@ -80,6 +90,7 @@ __all__ = [
     "MemoryRoot",
     "MnemonError",
     "NoMatch",
+    "OpenAIWorkers",
     "ReadOnly",
     "Receipt",
     "RequestRejected",
