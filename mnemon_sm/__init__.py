@@ -2,10 +2,17 @@
 
 Public surface: :class:`MemoryRoot` (open a storage root) and :class:`AsyncMemoryRoot`,
 :class:`Config`, every value a public method returns (each with ``to_json()``), the main
-agent's memory tools (:class:`AgentTools`), the worker contract, the event hub
-(:class:`Events`, :class:`MemoryEvent`) and the error classes. Everything else is internal.
+agent's memory tools (:class:`AgentTools`), the worker port and the ready-made workers
+(built-in, fallback, OpenAI and Anthropic), the event hub (:class:`Events`,
+:class:`MemoryEvent`) and the error classes. Everything else is internal.
 """
 
+from mnemon_sm.adapters.llm import (
+    AnthropicWorkers,
+    AsyncAnthropicWorkers,
+    AsyncOpenAIWorkers,
+    OpenAIWorkers,
+)
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.adapters.workers.fallback import FallbackWorkers
 from mnemon_sm.agent_tools import AgentTools
@@ -67,9 +74,12 @@ __all__ = [
     "AgentLifecycle",
     "AgentTools",
     "AmbiguousMatch",
+    "AnthropicWorkers",
     "AsyncAgentTools",
+    "AsyncAnthropicWorkers",
     "AsyncDriver",
     "AsyncMemoryRoot",
+    "AsyncOpenAIWorkers",
     "BuiltinWorkers",
     "Busy",
     "Cancellation",
@@ -102,6 +112,7 @@ __all__ = [
     "MergeReceipt",
     "MnemonError",
     "NoMatch",
+    "OpenAIWorkers",
     "Preview",
     "ReadOnly",
     "RecallAnswer",

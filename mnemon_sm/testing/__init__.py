@@ -10,6 +10,8 @@ contract and (with Hypothesis installed) strategies.
 - :mod:`.snapshot`: what a root holds, for "changed nothing on disk" assertions.
 - :mod:`.maintenance`: seeded roots and scripted workers for capacity-maintenance tests.
 - :mod:`.fake_mnemon`: a fake ``mnemon`` executable over the embedded store.
+- :mod:`.loopback`: a loopback HTTP server speaking the OpenAI and Anthropic wire protocols
+  with a scripted model, for the LLM workers (:class:`.loopback.LoopbackModel`).
 - :mod:`.coverage`: which spec transitions a run took.
 - :mod:`.flows`: a root's flow contexts by flow name.
 - :mod:`.strategies`: Hypothesis strategies (the only module that needs Hypothesis).
