@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -159,6 +160,21 @@ class MemoryRoot:
                 )
                 self._lifecycles[agent_id] = found
             return found
+
+    @host_only
+    def reset_lifecycle(self, agent_id: str) -> dict[str, Any]:
+        """Reset root agent ``agent_id``'s lifecycle, even when its persisted state cannot be
+        read (where :meth:`lifecycle` raises ``CorruptStore``): its state file is moved aside
+        to ``state/lifecycle/<agent id>.json.bad-<epoch ms>`` (``.reset-`` when it was
+        readable) and the agent starts anew. Returns ``{"agentId", "reset", "movedTo",
+        "problem"}``.
+
+        Raises:
+            InvalidInput: a bad agent id. ReadOnly: ``writeEnabled = false``.
+        """
+        with self._shared.mutex:
+            p = self._ports
+            return AgentLifecycle.reset(agent_id, p.files, p.locks, p.clock, self.config)
 
     @property
     def long_term(self) -> LongTermMemory:

@@ -106,7 +106,7 @@ def test_the_five_switches_follow_the_reference_model(
     assert out[: len(messages)] == messages and out[0] is messages[0], SWITCHES
     assert len(out) == len(messages) + int(expected_cue), SWITCHES
     if expected_cue:
-        text = out[-1]["content"][0]["text"]
+        text = out[-1]["content"]
         assert ("search the active Documents" in text) == cue_recall, SWITCHES
         assert ("runtime-memory tool" in text) == cue_write, SWITCHES
     status = agent.status()

@@ -155,7 +155,8 @@ def test_prime_once_per_session_and_a_cue_per_turn_with_messages_untouched() -> 
     first = [user("m1", "hello", extra=[{"type": "image", "data": "abc"}])]
     out = lc.pre_step(1, 1, first)
     assert out[0] is first[0] and len(out) == 2 and first[0]["content"][1]["type"] == "image"
-    assert out[1]["source"]["plugin"] == "mnemon_sm"
+    assert out[1] == {"role": "user", "content": out[1]["content"]}  # a standard message
+    assert out[1]["content"].startswith("[MEMORY]")
     assert lc.pre_step(1, 2, first) == first  # later steps: no cue
     lc.pre_step(2, 1, [user("m2", "again")])
     counters = lc.status()["counters"]
@@ -173,7 +174,7 @@ def test_no_cue_when_both_modes_are_off_and_no_write_clause_without_writes() -> 
     msgs = [user("m1", "x")]
     assert lc.pre_step(1, 1, msgs) == msgs
     lc, _, _ = agent(write_enabled=False)
-    text = lc.pre_step(1, 1, msgs)[-1]["content"][0]["text"]
+    text = lc.pre_step(1, 1, msgs)[-1]["content"]
     assert "runtime-memory" not in text and "Documents" in text
 
 

@@ -81,7 +81,7 @@ def _first_turn(root: MemoryRoot) -> _Shown:
         {
             "primes": status["counters"]["primes"],
             "messagesEntered": len(entered),
-            "cue": entered[-1]["content"][0]["text"],
+            "cue": entered[-1]["content"],
         }
     )
 

@@ -215,6 +215,12 @@ def _parser() -> argparse.ArgumentParser:
         help="replay on the root itself (default: on a scratch copy, the root unchanged)",
     )
     replay.set_defaults(run=_replay)
+    reset = lifecycle.add_parser(
+        "reset", help="move an agent's state file aside (even an unreadable one); it starts anew"
+    )
+    reset.add_argument("agent", help="the agent id")
+    reset.add_argument("--root", type=Path, default=argparse.SUPPRESS, help="storage root")
+    reset.set_defaults(run=lambda a: _print_json(_open(a).reset_lifecycle(a.agent)))
 
     demo = commands.add_parser("demo", help="run a scripted agent conversation")
     demo.add_argument("--root", dest="demo_root", type=Path, help="storage root (default: temp)")

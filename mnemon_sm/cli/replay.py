@@ -131,7 +131,7 @@ def _apply(agent: Any, record: dict[str, Any], out: Callable[[str], object]) -> 
         messages = record.get("messages") or []
         entered = agent.pre_step(int(record["turn"]), int(record["step"]), messages)
         if len(entered) > len(messages):
-            out(f"    cue appended: {entered[-1]['content'][0]['text']}")
+            out(f"    cue appended: {entered[-1]['content']}")
     elif event == "turn_stopping":
         agent.turn_stopping(int(record["turn"]), record.get("toolEvents") or [])
         out(f"    activity: {json.dumps(agent.score.to_json())}")

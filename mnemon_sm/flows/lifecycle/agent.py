@@ -50,12 +50,16 @@ from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.lifecycle import cues
 from mnemon_sm.flows.lifecycle.review import StagedChanges
 from mnemon_sm.flows.lifecycle.scoring import (
+    Conversation,
     Earlier,
     Score,
     TurnActivity,
+    entered,
     fold,
     record_messages,
     record_tools,
+    remember,
+    role_of,
     score,
 )
 from mnemon_sm.flows.lifecycle.state import (
@@ -115,7 +119,6 @@ class ActiveReview:
 StartReview = Callable[[str, Sequence[TurnActivity], Score], ReviewRun]
 ApplyReview = Callable[[ReviewOutcome], Applied]
 SaveState = Callable[[AgentState], None]
-_cue_ids = itertools.count(1)
 _review_ids = itertools.count(1)
 
 
@@ -155,6 +158,7 @@ class LifecycleFlow(FlowContext):
         self.deadline_ms, self.armed_turn = r.deadline_ms, r.armed_turn
         self.activity: dict[int, TurnActivity] = {a.turn: a for a in r.activity}
         self.earlier: Earlier | None = r.earlier
+        self.conversation: Conversation | None = r.conversation
         self.lease: ReviewLease | None = r.review_lease
         self.last_review, self.counters = r.last_review, r.counters
         self.unsaved = unsaved
@@ -215,6 +219,7 @@ class LifecycleFlow(FlowContext):
             counters=self.counters,
             earlier=self.earlier,
             review_lease=self._lease_kept(),
+            conversation=self.conversation,
         )
 
     # -- persistence (actions) -------------------------------------------------------------
@@ -255,18 +260,25 @@ class LifecycleFlow(FlowContext):
             self.deadline_ms, self.armed_turn, self.unsaved = None, None, True
 
     def handle_pre_step(self, turn: int, step: int, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Record the entered messages (those after the conversation already seen, see
+        :mod:`.scoring`) and, on a turn's first step, prime and append the cue unless the step
+        was opened by our own message (the entered messages after the last assistant one)."""
         output = list(messages)
         self.answer(output)  # the messages to enter, a cue appended below
         c = self.config
         if not c.lifecycle_enabled:
             return
+        new = messages[entered(messages, self.conversation) :]
+        seen = remember(messages)
+        if seen != self.conversation:
+            self.conversation, self.unsaved = seen, True
         if self._recording() and not self._folded(turn):
             current = self.activity.get(turn) or TurnActivity(turn)
-            updated = record_messages(current, messages)
+            updated = record_messages(current, new)
             if turn not in self.activity or updated != current:
                 self.activity[turn], self.unsaved = updated, True
                 self.earlier = fold(self.activity, self.earlier)
-        if step != 1 or not messages or any(cues.is_own_message(m) for m in messages):
+        if step != 1 or not messages or _opened_by_us(new):
             return
         if self.prime_pending:
             self.prime_pending = False
@@ -278,7 +290,7 @@ class LifecycleFlow(FlowContext):
         if text is None:
             return
         self._count(recall_cues=int(recall), writeback_cues=int(write))
-        output.append(cues.cue_message(text, f"mnemon-cue-{turn}-{next(_cue_ids)}"))
+        output.append(cues.cue_message(text))
         self.unsaved = True
 
     def record_stop(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> None:
@@ -449,3 +461,14 @@ class LifecycleFlow(FlowContext):
         """The armed turn has ended and the activity is still eligible."""
         turn = self.armed_turn if self.armed_turn is not None else max(self.activity, default=-1)
         return turn in self.ended and self.score.eligible
+
+
+def _opened_by_us(new: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the step was opened by our own message: one of the entered messages after the
+    last assistant message among them is ours (our cue sent back, or our own request)."""
+    opening = list(new)
+    for index in range(len(opening) - 1, -1, -1):
+        if role_of(opening[index]) == "assistant":
+            opening = opening[index + 1 :]
+            break
+    return any(cues.is_own_message(m) for m in opening)

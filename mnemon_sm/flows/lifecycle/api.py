@@ -34,7 +34,7 @@ from typing import Any
 
 from mnemon_sm.config import Config
 from mnemon_sm.convert import StructureFailed, structure
-from mnemon_sm.errors import MnemonError, WorkerFailed
+from mnemon_sm.errors import MnemonError, ReadOnly, WorkerFailed
 from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.hot.api import HotMemory
 from mnemon_sm.flows.lifecycle import events
@@ -90,6 +90,22 @@ class AgentLifecycle:
             # A new agent's machine enters its initial state, which writes its first state.
             self._flow = self._new_flow(persisted.parse(self._known, self.agent_id))
 
+    @classmethod
+    def reset(
+        cls, agent_id: str, files: Files, locks: Locks, clock: Clock, config: Config
+    ) -> dict[str, Any]:
+        """Reset agent ``agent_id`` without loading it (its file may be unreadable): its state
+        file is moved aside under the agent's lock (see :func:`.state.reset`), so the agent
+        starts anew; a facade already open on it adopts that at its next event.
+
+        Raises:
+            InvalidInput: a bad agent id. ReadOnly: ``writeEnabled = false``.
+        """
+        agent_id = persisted.check_agent_id(agent_id)
+        if not config.write_enabled:
+            raise ReadOnly()
+        return persisted.reset(files, locks, agent_id, config.lock_timeout_ms, clock.now_ms())
+
     # -- host events -----------------------------------------------------------------------
 
     @host_only
@@ -103,8 +119,7 @@ class AgentLifecycle:
         turn, step = events.count(turn, "turn"), events.count(step, "step")
         with self._mutex, self._held():
             self._refresh()
-            counted = self._flow.activity.get(turn)
-            messages = events.messages(messages, set(counted.message_ids) if counted else ())
+            messages = events.messages(messages, self._flow.conversation)
             output: list[Any] = self._dispatch("pre_step", turn=turn, step=step, messages=messages)
         self._notify()
         return output
@@ -112,7 +127,10 @@ class AgentLifecycle:
     @host_only
     def turn_stopping(self, turn: int, tool_events: Sequence[Mapping[str, Any]] = ()) -> None:
         """``tool_events``: the turn's session events, ``{"type": "tool/call" |
-        "tool/result", "name": ..., "turn": ...}``."""
+        "tool/result", "name": ..., "turn": ...}`` (other types are ignored). The turn's tool
+        results are the larger of its ``tool/result`` events and the tool results found in
+        its messages; its tools (for diversity) are the names of its ``tool/call`` events and
+        of the tool calls found in its messages (see :mod:`.scoring`)."""
         turn, tool_events = events.count(turn, "turn"), events.tool_events(tool_events)
         self._send("turn_stopping", turn=turn, tool_events=tool_events)
 

@@ -1,23 +1,38 @@
 """What a host may pass with each lifecycle event, checked at the public boundary before the
-event reaches the statechart: a wrong shape is ``InvalidInput`` and nothing is recorded or
-persisted (a string turn, a message that is not a mapping, ``None`` for a list), and the
-strings the flow would keep (a user message's id and counted text, a tool call's name) must
-be storable text. Nothing else in a message is walked: pre_step runs on every step with the
-whole conversation, so messages already counted in the turn are skipped.
+event reaches the statechart: a wrong shape is ``InvalidInput`` and nothing is recorded,
+changed or persisted.
+
+* ``turn``, ``step``, ``now_ms``: an ``int`` (not a bool, not a string) from 0 to 2**53.
+* ``source`` of ``session_start``: one of :data:`SESSION_SOURCES` (the reference's).
+* ``messages``: a list (or tuple) of mappings with string keys, each with a ``role`` from
+  :data:`ROLES` (a reference-shaped message has one too; its ``source.kind`` is read as its
+  role). Each *entered* message (the ones not seen before, :func:`~.scoring.entered`) is read
+  whole: its ``id``, if any, a string or an int; its ``content`` absent, ``None``, a string or a
+  list of parts/blocks, each a mapping with a string ``type`` (a ``text`` part's ``text`` a
+  string, a ``tool_use`` block's ``name`` a non-empty string); its ``tool_calls``, if any, a
+  list of ``{"function": {"name": <non-empty string>, ...}, ...}``. The strings the flow keeps
+  (a user message's id and counted text, a tool name) must be storable text. Messages already
+  seen are not walked again: pre_step runs on every step, often with the whole conversation.
+* ``tool_events`` of ``turn_stopping``: a list of mappings with a string ``type``; a
+  ``tool/call`` or ``tool/result`` event has a ``turn`` (a whole number as above), and a
+  ``tool/call`` a non-empty, storable ``name``. Events of other types are allowed and ignored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mnemon_sm import inputs
 from mnemon_sm.errors import InvalidInput
-from mnemon_sm.flows.lifecycle.scoring import message_key, user_text
+from mnemon_sm.flows.lifecycle.scoring import Conversation, entered, role_of, user_text
 
-__all__ = ["count", "messages", "session_source", "tool_events"]
+__all__ = ["ROLES", "SESSION_SOURCES", "count", "messages", "session_source", "tool_events"]
 
 COUNT_MAX = 2**53  # a turn or step number JSON keeps exactly
+ROLES = ("user", "assistant", "system", "developer", "tool", "function")
+SESSION_SOURCES = ("startup", "resume", "clear", "compact", "adopted")
+TOOL_EVENTS = ("tool/call", "tool/result")
 
 
 def count(value: object, field: str) -> int:
@@ -37,28 +52,78 @@ def mappings(value: object, field: str) -> Sequence[Mapping[str, Any]]:
     return value
 
 
-def messages(value: object, seen: Collection[str] = ()) -> Sequence[Mapping[str, Any]]:
-    """Host messages: :func:`mappings` whose kept strings (see the module) are storable;
-    messages whose id is in ``seen`` (already counted this turn) are not read again."""
+def _name(value: object, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{field} must be a non-empty string")
+    return inputs.text(value, field)
+
+
+def _list(value: object, field: str) -> Sequence[Any]:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise InvalidInput(f"{field} must be a list")
+    return value
+
+
+def _check_message(message: Mapping[str, Any], field: str) -> None:
+    """An entered message, read whole (see the module)."""
+    ident = message.get("id")
+    if ident is not None and (isinstance(ident, bool) or not isinstance(ident, str | int)):
+        raise InvalidInput(f"{field}.id must be a string or a whole number")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        for index, block in enumerate(_list(content, f"{field}.content")):
+            where = f"{field}.content[{index}]"
+            if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+                raise InvalidInput(f"{where} must be an object with a string type")
+            if block["type"] == "text" and not isinstance(block.get("text"), str):
+                raise InvalidInput(f"{where}.text must be a string")
+            if block["type"] == "tool_use":
+                _name(block.get("name"), f"{where}.name")
+    calls = message.get("tool_calls")
+    for index, call in enumerate(() if calls is None else _list(calls, f"{field}.tool_calls")):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            raise InvalidInput(f"{field}.tool_calls[{index}] must have a function object")
+        _name(function.get("name"), f"{field}.tool_calls[{index}].function.name")
+    text = user_text(message)
+    if text is not None:
+        inputs.text(str(message.get("id", "")), f"{field}.id")
+        inputs.text(text, f"{field} text")
+
+
+def messages(value: object, seen: Conversation | None = None) -> Sequence[Mapping[str, Any]]:
+    """Host messages (see the module); ``seen``: the conversation already seen, whose
+    messages are not walked again."""
     checked = mappings(value, "messages")
     for index, message in enumerate(checked):
-        if message_key(message) in seen:
-            continue
-        text = user_text(message)
-        if text is not None:
-            inputs.text(str(message.get("id", "")), f"messages[{index}].id")
-            inputs.text(text, f"messages[{index}] text")
+        role = message.get("role")
+        if not isinstance(role, str) or role not in ROLES:
+            raise InvalidInput(f"messages[{index}].role must be one of {', '.join(ROLES)}")
+        source = message.get("source")
+        if source is not None and (
+            not isinstance(source, Mapping) or not isinstance(role_of(message), str)
+        ):
+            raise InvalidInput(f"messages[{index}].source must be an object with a string kind")
+    for index in range(entered(checked, seen), len(checked)):
+        _check_message(checked[index], f"messages[{index}]")
     return checked
 
 
 def tool_events(value: object) -> Sequence[Mapping[str, Any]]:
-    """Session events: :func:`mappings` whose tool names are storable."""
+    """Session events (see the module)."""
     checked = mappings(value, "tool_events")
     for index, event in enumerate(checked):
-        if event.get("type") == "tool/call" and event.get("name"):
-            inputs.text(str(event.get("name")), f"tool_events[{index}].name")
+        kind = event.get("type")
+        if not isinstance(kind, str):
+            raise InvalidInput(f"tool_events[{index}].type must be a string")
+        if kind in TOOL_EVENTS:
+            count(event.get("turn"), f"tool_events[{index}].turn")
+        if kind == "tool/call":
+            _name(event.get("name"), f"tool_events[{index}].name")
     return checked
 
 
 def session_source(value: object) -> str:
-    return inputs.text(value, "session start source")
+    if not isinstance(value, str) or value not in SESSION_SOURCES:
+        raise InvalidInput(f"session start source must be one of {', '.join(SESSION_SOURCES)}")
+    return value

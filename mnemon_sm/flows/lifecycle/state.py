@@ -17,6 +17,12 @@ around every read-modify-write and re-reads the file first (:func:`load`).
 
 Reading is strict otherwise: an unknown key, a missing one, another flow's file, another
 agent's file or a state the spec cannot rest in is ``CorruptStore``.
+
+Reset (:func:`reset`): an agent whose file cannot be read (a torn or foreign file, bad bytes,
+a wrong schema) cannot be opened, so it is reset without loading it: under the agent's lock,
+its file is moved aside, never deleted, to ``<agent id>.json.bad-<epoch ms>`` (or
+``.reset-<epoch ms>`` when it was readable) in the same directory, through the files port (a
+symlink is moved as a link, never followed); the agent then starts as a new one.
 """
 
 from __future__ import annotations
@@ -28,9 +34,9 @@ from typing import Any, Literal
 import attrs
 
 from mnemon_sm.convert import converter, register_camel_case
-from mnemon_sm.errors import CorruptStore, InvalidInput
-from mnemon_sm.flows.lifecycle.scoring import Earlier, TurnActivity
-from mnemon_sm.ports import TEMP_NAME, Files
+from mnemon_sm.errors import CorruptStore, InvalidInput, MnemonError
+from mnemon_sm.flows.lifecycle.scoring import Conversation, Earlier, TurnActivity
+from mnemon_sm.ports import TEMP_NAME, Files, Locks
 from mnemon_sm.ports.storage import durable_replace, parse_versioned
 
 __all__ = [
@@ -47,6 +53,7 @@ __all__ = [
     "parse",
     "read",
     "remove_stale_temps",
+    "reset",
     "save",
     "state_path",
 ]
@@ -104,6 +111,7 @@ class AgentState:
     counters: Counters
     earlier: Earlier | None = None
     review_lease: ReviewLease | None = None
+    conversation: Conversation | None = None
 
 
 for _cls in (Counters, LastReview, ReviewLease, AgentState):
@@ -229,3 +237,38 @@ def save(files: Files, line: bytes, agent_id: str, size: int, durability: str) -
     if durability != "off":
         files.fsync(path)
     return size + len(line)
+
+
+def reset(
+    files: Files, locks: Locks, agent_id: str, lock_timeout_ms: int, now_ms: int
+) -> dict[str, Any]:
+    """Move the agent's state file aside (see the module), under the agent's lock; returns
+    ``{"agentId", "reset", "movedTo", "problem"}``: ``reset`` false when there was no file,
+    ``problem`` why the file could not be read (None when it could)."""
+    name = f"{check_agent_id(agent_id)}.json"
+    lock = lock_name(agent_id)
+    locks.acquire(lock, lock_timeout_ms)
+    try:
+        remove_stale_temps(files, agent_id)
+        present = files.list(STATE_DIR)
+        if name not in present:
+            return {"agentId": agent_id, "reset": False, "movedTo": None, "problem": None}
+        problem: str | None = None
+        try:
+            parse(read(files, agent_id), agent_id)
+        except MnemonError as exc:
+            problem = exc.message
+        stem = f"{name}.{'reset' if problem is None else 'bad'}-{now_ms}"
+        target, serial = stem, 1
+        while target in present:
+            target, serial = f"{stem}-{serial}", serial + 1
+        files.rename(f"{STATE_DIR}/{name}", f"{STATE_DIR}/{target}")
+        files.fsync(STATE_DIR)
+    finally:
+        locks.release(lock)
+    return {
+        "agentId": agent_id,
+        "reset": True,
+        "movedTo": f"{STATE_DIR}/{target}",
+        "problem": problem,
+    }
