@@ -28,10 +28,9 @@ without it; building one without the SDK raises ``InvalidConfig`` naming the ext
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mnemon_sm.adapters.llm.loop import (
-    DEFAULT_MAX_ROUNDS,
     ModelTurn,
     ToolCall,
     ToolResult,
@@ -39,7 +38,7 @@ from mnemon_sm.adapters.llm.loop import (
     run_tool_loop_async,
     system_text,
 )
-from mnemon_sm.errors import InvalidConfig
+from mnemon_sm.adapters.llm.settings import Sdk, Settings
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 
 if TYPE_CHECKING:
@@ -51,32 +50,8 @@ __all__ = ["AnthropicWorkers", "AsyncAnthropicWorkers"]
 C = TypeVar("C", "Anthropic", "AsyncAnthropic")
 
 
-class _Settings(Generic[C]):
-    """What the sync and async adapters share: the settings and the client."""
-
-    _async = False
-
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        max_retries: int = 2,
-        client: C | None = None,
-        max_rounds: int = DEFAULT_MAX_ROUNDS,
-    ) -> None:
-        name = type(self).__name__
-        if max_rounds < 1:
-            raise InvalidConfig(f"{name}: max_rounds must be at least 1")
-        if client is None:
-            client = _client(name, self._async, base_url, api_key, timeout, max_retries)
-        elif base_url is not None or api_key is not None:
-            raise InvalidConfig(f"{name}: give either client or base_url/api_key")
-        self.client: C = client
-        self.model = model
-        self.max_rounds = max_rounds
+class _Settings(Settings[C]):
+    _sdk = Sdk("anthropic", "Anthropic", "AsyncAnthropic", "AnthropicError")
 
 
 class AnthropicWorkers(_Settings["Anthropic"]):
@@ -114,29 +89,6 @@ class AsyncAnthropicWorkers(_Settings["AsyncAnthropic"]):
         """Run the worker's conversation to its final text (see the module)."""
         conversation = _AsyncMessages(self, request, tools)
         return await run_tool_loop_async(conversation, tools, max_rounds=self.max_rounds)
-
-
-def _client(
-    name: str,
-    use_async: bool,
-    base_url: str | None,
-    api_key: str | None,
-    timeout: float,
-    retries: int,
-) -> Any:
-    try:
-        # optional: the anthropic SDK (the [anthropic] extra) is imported only when a client
-        # is built
-        import anthropic
-    except ImportError as exc:
-        raise InvalidConfig(
-            f"{name} needs the anthropic package: pip install 'mnemon-sm[anthropic]'"
-        ) from exc
-    factory = anthropic.AsyncAnthropic if use_async else anthropic.Anthropic
-    try:
-        return factory(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=retries)
-    except anthropic.AnthropicError as exc:
-        raise InvalidConfig(f"{name}: {exc}") from None
 
 
 class _MessagesConversation:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from mnemon_sm.adapters.llm.loop import (
     DEFAULT_MAX_ROUNDS,
@@ -46,6 +46,7 @@ from mnemon_sm.adapters.llm.loop import (
     run_tool_loop_async,
     system_text,
 )
+from mnemon_sm.adapters.llm.settings import Sdk, Settings
 from mnemon_sm.errors import InvalidConfig, WorkerFailed
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 
@@ -59,10 +60,8 @@ TokenField = Literal["auto", "max_tokens", "max_completion_tokens"]
 C = TypeVar("C", "OpenAI", "AsyncOpenAI")
 
 
-class _Settings(Generic[C]):
-    """What the sync and async adapters share: the settings and the client."""
-
-    _async = False
+class _Settings(Settings[C]):
+    _sdk = Sdk("openai", "OpenAI", "AsyncOpenAI", "OpenAIError")
 
     def __init__(
         self,
@@ -76,20 +75,19 @@ class _Settings(Generic[C]):
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         token_field: TokenField = "auto",
     ) -> None:
-        name = type(self).__name__
         if token_field not in ("auto", "max_tokens", "max_completion_tokens"):
-            raise InvalidConfig(f"{name}: unknown token_field {token_field!r}")
-        if max_rounds < 1:
-            raise InvalidConfig(f"{name}: max_rounds must be at least 1")
-        if client is None:
-            client = _client(name, self._async, base_url, api_key, timeout, max_retries)
-        elif base_url is not None or api_key is not None:
-            raise InvalidConfig(f"{name}: give either client or base_url/api_key")
-        self.client: C = client
-        self.model = model
-        self.max_rounds = max_rounds
+            raise InvalidConfig(f"{type(self).__name__}: unknown token_field {token_field!r}")
+        super().__init__(
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            client=cast(Any, client),  # mypy does not carry a constrained C through super()
+            max_rounds=max_rounds,
+        )
         if token_field == "auto":
-            host = str(getattr(client.base_url, "host", "") or "")
+            host = str(getattr(self.client.base_url, "host", "") or "")
             token_field = "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
         self.token_field: str = token_field
 
@@ -132,28 +130,6 @@ class AsyncOpenAIWorkers(_Settings["AsyncOpenAI"]):
         """Run the worker's conversation to its final text (see the module)."""
         conversation = _AsyncChat(self, request, tools)
         return await run_tool_loop_async(conversation, tools, max_rounds=self.max_rounds)
-
-
-def _client(
-    name: str,
-    use_async: bool,
-    base_url: str | None,
-    api_key: str | None,
-    timeout: float,
-    retries: int,
-) -> Any:
-    try:
-        # optional: the openai SDK (the [openai] extra) is imported only when a client is built
-        import openai
-    except ImportError as exc:
-        raise InvalidConfig(
-            f"{name} needs the openai package: pip install 'mnemon-sm[openai]'"
-        ) from exc
-    factory = openai.AsyncOpenAI if use_async else openai.OpenAI
-    try:
-        return factory(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=retries)
-    except openai.OpenAIError as exc:
-        raise InvalidConfig(f"{name}: {exc}") from None
 
 
 class _ChatConversation:
