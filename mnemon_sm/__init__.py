@@ -56,6 +56,7 @@ from mnemon_sm.flows.hot.maintenance_values import MaintenanceBlock
 from mnemon_sm.flows.hot.rules import Receipt
 from mnemon_sm.flows.lifecycle.api import AgentLifecycle, AsyncDriver
 from mnemon_sm.flows.lifecycle.scoring import Score
+from mnemon_sm.flows.lifecycle.state import LifecycleReset
 from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.long_term.catalog import Space
 from mnemon_sm.flows.long_term.recall import AgentAnswer, RecallAnswer
@@ -103,6 +104,7 @@ __all__ = [
     "InactiveSpace",
     "InvalidConfig",
     "InvalidInput",
+    "LifecycleReset",
     "LockTimeout",
     "LongTermMemory",
     "MaintenanceBlock",

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -36,6 +35,7 @@ from mnemon_sm.flows.hot.journal import Journal
 from mnemon_sm.flows.hot.maintenance import MaintenanceFlow
 from mnemon_sm.flows.hot.mutation import HotMutationFlow
 from mnemon_sm.flows.lifecycle.api import AgentLifecycle
+from mnemon_sm.flows.lifecycle.state import LifecycleReset
 from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.long_term.catalog import Catalog
 from mnemon_sm.flows.workers.runner import Delegate, host_only
@@ -162,12 +162,12 @@ class MemoryRoot:
             return found
 
     @host_only
-    def reset_lifecycle(self, agent_id: str) -> dict[str, Any]:
+    def reset_lifecycle(self, agent_id: str) -> LifecycleReset:
         """Reset root agent ``agent_id``'s lifecycle, even when its persisted state cannot be
         read (where :meth:`lifecycle` raises ``CorruptStore``): its state file is moved aside
         to ``state/lifecycle/<agent id>.json.bad-<epoch ms>`` (``.reset-`` when it was
-        readable) and the agent starts anew. Returns ``{"agentId", "reset", "movedTo",
-        "problem"}``.
+        readable) and the agent starts anew. Returns what it did (``reset`` false when the
+        agent had no state file).
 
         Raises:
             InvalidInput: a bad agent id. ReadOnly: ``writeEnabled = false``.

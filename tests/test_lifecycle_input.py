@@ -305,7 +305,7 @@ def test_a_bad_state_file_is_reset_by_the_api_and_moved_aside(damage: Any) -> No
     root = MemoryRoot.open("/r", Config(durability="off"), ports=ports)
     with pytest.raises(CorruptStore):
         root.lifecycle("main")
-    receipt = root.reset_lifecycle("main")
+    receipt = root.reset_lifecycle("main").to_json()
     assert receipt["reset"] and receipt["problem"]
     moved = receipt["movedTo"]
     assert moved.startswith("state/lifecycle/main.json.bad-") and ports.files.read(moved) == bad
@@ -324,13 +324,13 @@ def test_reset_of_a_readable_agent_an_open_facade_and_a_missing_file() -> None:
     root = MemoryRoot.open("/r", Config(durability="off"), ports=ports)
     agent = root.lifecycle("main")
     agent.pre_step(1, 1, [user("m1", "y" * 200)])
-    first = root.reset_lifecycle("main")
+    first = root.reset_lifecycle("main").to_json()
     assert first["reset"] and first["problem"] is None and ".reset-" in first["movedTo"]
     assert agent.score.turns == 0  # the open facade adopts the reset
     agent.pre_step(1, 1, [user("m1", "y" * 200)])
-    second = root.reset_lifecycle("main")  # same clock: a second name beside the first
+    second = root.reset_lifecycle("main").to_json()  # same clock: a second name beside the first
     assert second["movedTo"] == first["movedTo"] + "-1"
-    assert root.reset_lifecycle("main") == {
+    assert root.reset_lifecycle("main").to_json() == {
         "agentId": "main",
         "reset": False,
         "movedTo": None,
@@ -351,7 +351,7 @@ def test_reset_moves_a_symlinked_state_file_as_a_link(tmp_path: Path) -> None:
     state.unlink()
     os.symlink(outside, state)
     again = MemoryRoot.open(root_dir, Config(durability="off"))
-    receipt = again.reset_lifecycle("main")
+    receipt = again.reset_lifecycle("main").to_json()
     moved = root_dir / receipt["movedTo"]
     assert receipt["reset"] and moved.is_symlink() and not state.exists()
     assert outside.read_bytes() == b"precious\n"  # never followed, never written
@@ -391,4 +391,4 @@ def test_reset_holds_the_agents_lock() -> None:
         root.reset_lifecycle("main")
     assert ports.files.read(STATE) == before
     ports.locks.let_go(lock_name("main"))  # type: ignore[attr-defined]
-    assert root.reset_lifecycle("main")["reset"]
+    assert root.reset_lifecycle("main").reset

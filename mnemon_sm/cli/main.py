@@ -220,7 +220,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     reset.add_argument("agent", help="the agent id")
     reset.add_argument("--root", type=Path, default=argparse.SUPPRESS, help="storage root")
-    reset.set_defaults(run=lambda a: _print_json(_open(a).reset_lifecycle(a.agent)))
+    reset.set_defaults(run=lambda a: _print_json(_open(a).reset_lifecycle(a.agent).to_json()))
 
     demo = commands.add_parser("demo", help="run a scripted agent conversation")
     demo.add_argument("--root", dest="demo_root", type=Path, help="storage root (default: temp)")

@@ -93,7 +93,7 @@ class AgentLifecycle:
     @classmethod
     def reset(
         cls, agent_id: str, files: Files, locks: Locks, clock: Clock, config: Config
-    ) -> dict[str, Any]:
+    ) -> persisted.LifecycleReset:
         """Reset agent ``agent_id`` without loading it (its file may be unreadable): its state
         file is moved aside under the agent's lock (see :func:`.state.reset`), so the agent
         starts anew; a facade already open on it adopts that at its next event.

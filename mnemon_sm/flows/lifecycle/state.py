@@ -239,12 +239,31 @@ def save(files: Files, line: bytes, agent_id: str, size: int, durability: str) -
     return size + len(line)
 
 
+@attrs.frozen
+class LifecycleReset:
+    """What a reset did: ``reset`` false when the agent had no state file; ``moved_to``, the
+    file's new name under the root; ``problem``, why it could not be read (None when it
+    could)."""
+
+    agent_id: str
+    reset: bool
+    moved_to: str | None = None
+    problem: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"agentId", "reset", "movedTo", "problem"}``."""
+        return {
+            "agentId": self.agent_id,
+            "reset": self.reset,
+            "movedTo": self.moved_to,
+            "problem": self.problem,
+        }
+
+
 def reset(
     files: Files, locks: Locks, agent_id: str, lock_timeout_ms: int, now_ms: int
-) -> dict[str, Any]:
-    """Move the agent's state file aside (see the module), under the agent's lock; returns
-    ``{"agentId", "reset", "movedTo", "problem"}``: ``reset`` false when there was no file,
-    ``problem`` why the file could not be read (None when it could)."""
+) -> LifecycleReset:
+    """Move the agent's state file aside (see the module), under the agent's lock."""
     name = f"{check_agent_id(agent_id)}.json"
     lock = lock_name(agent_id)
     locks.acquire(lock, lock_timeout_ms)
@@ -252,7 +271,7 @@ def reset(
         remove_stale_temps(files, agent_id)
         present = files.list(STATE_DIR)
         if name not in present:
-            return {"agentId": agent_id, "reset": False, "movedTo": None, "problem": None}
+            return LifecycleReset(agent_id, reset=False)
         problem: str | None = None
         try:
             parse(read(files, agent_id), agent_id)
@@ -266,9 +285,4 @@ def reset(
         files.fsync(STATE_DIR)
     finally:
         locks.release(lock)
-    return {
-        "agentId": agent_id,
-        "reset": True,
-        "movedTo": f"{STATE_DIR}/{target}",
-        "problem": problem,
-    }
+    return LifecycleReset(agent_id, True, f"{STATE_DIR}/{target}", problem)
