@@ -386,11 +386,10 @@ def _post_status(url: str, headers: dict[str, str]) -> int:
         return exc.code
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "example.com"])
-def test_http_refuses_a_non_loopback_host_without_allow_remote(tmp_path: Path, host: str) -> None:
-    root = tmp_path / "root"
+def _refused(tmp_path: Path, argv: list[str]) -> dict[str, Any]:
+    """Run ``argv`` in ``tmp_path``; it must exit 1 with the CLI's JSON error, returned."""
     proc = subprocess.run(
-        [*MCP_COMMAND, "--root", str(root), "--transport", "http", "--host", host, "--port", "0"],
+        argv,
         capture_output=True,
         text=True,
         encoding="utf-8",
@@ -400,7 +399,15 @@ def test_http_refuses_a_non_loopback_host_without_allow_remote(tmp_path: Path, h
         check=False,
     )
     assert proc.returncode == 1, proc.stderr
-    error = json.loads(proc.stderr)["error"]
+    error: dict[str, Any] = json.loads(proc.stderr)["error"]
+    return error
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "example.com"])
+def test_http_refuses_a_non_loopback_host_without_allow_remote(tmp_path: Path, host: str) -> None:
+    root = tmp_path / "root"
+    argv = [*MCP_COMMAND, "--root", str(root), "--transport", "http", "--host", host]
+    error = _refused(tmp_path, [*argv, "--port", "0"])
     assert error["type"] == "InvalidInput" and "--allow-remote" in error["message"]
     assert not root.exists()  # refused before the root was opened
 
@@ -428,18 +435,7 @@ def test_without_the_mcp_extra_the_command_names_it(tmp_path: Path) -> None:
         "from mnemon_sm.cli import main\n"
         f"main(['mcp', '--root', {str(root)!r}])\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=_env(tmp_path),
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 1, proc.stderr
-    error = json.loads(proc.stderr)["error"]
+    error = _refused(tmp_path, [sys.executable, "-c", code])
     assert error["type"] == "InvalidConfig"
     assert "pip install 'mnemon-sm[mcp]'" in error["message"]
     assert not root.exists()
