@@ -27,9 +27,10 @@ import attrs
 from mnemon_sm.convert import StructureFailed, camel_case, register_camel_case, structure
 from mnemon_sm.errors import InvalidConfig
 
-__all__ = ["Config", "Durability"]
+__all__ = ["Config", "Durability", "Projections"]
 
 Durability = Literal["full", "normal", "off"]
+Projections = Literal["eager", "lazy"]
 LongTermBackend = Literal["auto", "embedded", "mnemon"]
 Mode = Literal["guided", "off"]
 
@@ -112,6 +113,12 @@ class Config:
         user_limit: byte budget of USER.md. memory_limit: byte budget of MEMORY.md.
         durability: ``full`` fsyncs the source file and its directory on every commit,
             ``normal`` the file only, ``off`` nothing (tests and throwaway roots).
+        projections: ``eager`` (the default) rewrites USER.md / MEMORY.md in every commit
+            that changes them, so other readers of the files (the reference implementation
+            among them) always see the committed entries; ``lazy`` commits ``memories.json``
+            only and writes the projections when context is rendered, when
+            ``hot.write_projections()`` is called and when the root closes: one file write
+            less per change, but a reader of the files may see them one render behind.
         lock_timeout_ms: how long a writer waits for the runtime lock (100..120000).
         default_recall_limit: results of a search when the request names no limit (1..50).
         long_term_store: ``embedded`` (the built-in SQLite store), ``mnemon`` (the Mnemon
@@ -140,6 +147,7 @@ class Config:
     durability: Durability = attrs.field(
         default="full", validator=_one_of("full", "normal", "off")
     )
+    projections: Projections = attrs.field(default="eager", validator=_one_of("eager", "lazy"))
     lock_timeout_ms: int = attrs.field(default=LOCK_TIMEOUT_MS, validator=_between(*_LOCK_RANGE))
     default_recall_limit: int = attrs.field(default=10, validator=_between(1, 50))
     long_term_store: LongTermBackend = attrs.field(

@@ -232,6 +232,8 @@ class MemoryRoot:
         """
         with self._shared.mutex:
             try:
+                if self.config.projections == "lazy":  # leave the files as committed
+                    self._shared.bring_projections_up_to_date(self._flow)
                 self._flow.close()
                 self._maintenance.close()
                 self.documents.close()

@@ -83,6 +83,21 @@ REFERENCE_LOCKS = frozenset({"runtime/.memories.lock", "documents/.index.lock"})
 _REFERENCE_STALE_NS = 30_000_000_000  # the reference deletes a lock file older than this
 _REFERENCE_POLL_S = 0.020  # and retries a held one this often
 
+# Process-wide locks, one per lock file (real root path + name): threads of one process queue
+# here before taking the flock. A forked child starts with none held.
+_IN_PROCESS_GUARD = threading.Lock()
+_IN_PROCESS: dict[str, threading.Lock] = {}
+
+
+def _forget_in_process_locks() -> None:
+    global _IN_PROCESS_GUARD
+    _IN_PROCESS_GUARD = threading.Lock()
+    _IN_PROCESS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_process_locks)
+
 
 def _write_all(fd: int, data: bytes) -> None:
     """Write all of ``data`` to ``fd`` (a write may take less than it was given)."""
@@ -113,6 +128,28 @@ class RealFiles:
         self._base = str(self.root)
         self._known: dict[str, str] = {}  # checked relative path -> absolute path
         self._temps = itertools.count()
+        # (thread, directory parts) -> directories pinned by locks that thread holds there
+        self._pins: dict[tuple[int, tuple[str, ...]], list[_Dir]] = {}
+
+    def pin(self, parts: list[str], where: _Dir) -> None:
+        """Let the calling thread reach the directory ``parts`` through ``where`` (opened
+        following no symlink) until :meth:`unpin`: a lock held there pins its directory, so
+        every step of a locked commit works in that very directory without walking to it
+        again."""
+        self._pins.setdefault((threading.get_ident(), tuple(parts)), []).append(where)
+
+    def unpin(self, parts: list[str], where: _Dir) -> None:
+        for key, pinned in list(self._pins.items()):
+            if key[1] == tuple(parts) and where in pinned:
+                pinned.remove(where)
+                if not pinned:
+                    del self._pins[key]
+
+    def _pinned(self, parts: list[str]) -> _Dir | None:
+        if not self._pins:
+            return None
+        pinned = self._pins.get((threading.get_ident(), tuple(parts)))
+        return pinned[-1] if pinned else None
 
     def _abs(self, path: str) -> str:
         full = self._known.get(path)
@@ -152,6 +189,10 @@ class RealFiles:
         """``(dir_fd, name)`` to reach the last of ``parts`` without following a symlinked
         directory; without ``dir_fd`` support ``(None, absolute path)`` once every directory
         component was checked with ``lstat``. Raises ``OSError``."""
+        pinned = self._pinned(parts[:-1])
+        if pinned is not None:
+            yield pinned.fd, pinned.name(parts[-1])
+            return
         where = _Dir.open(self, parts[:-1])
         try:
             yield where.fd, where.name(parts[-1])
@@ -236,6 +277,13 @@ class RealFiles:
             os.close(fd)
 
     def fsync(self, path: str) -> None:
+        pinned = self._pinned(path.split("/")) if path else None
+        if pinned is not None and pinned.fd is not None:
+            try:
+                os.fsync(pinned.fd)  # a pinned directory: no walk, no open
+                return
+            except OSError as exc:
+                raise _storage_error("fsync", path, exc) from exc
         try:
             fd = self._open(path, os.O_RDONLY) if path else os.open(self._base, _DIR_FLAGS)
             try:
@@ -385,11 +433,14 @@ class RealLocks:
     :class:`RealFiles` (no symlinked component followed) and held open while the lock is, so
     every later step works in that very directory."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, files: RealFiles | None = None) -> None:
         self.root = Path(root)
-        self._files = RealFiles(root)
-        # name -> (flock fd, its directory, the reference's file name or None, our inode)
-        self._held: dict[str, tuple[int, _Dir, str | None, tuple[int, int]]] = {}
+        # Given the root's RealFiles, a held lock pins its directory there (RealFiles.pin).
+        self._files = files if files is not None else RealFiles(root)
+        # name -> (flock fd, its directory, the reference's file name or None, our inode,
+        # the process-wide lock of that name)
+        self._held: dict[str, tuple[int, _Dir, str | None, tuple[int, int], threading.Lock]] = {}
+        self._keys: dict[str, str] = {}  # name -> its process-wide key
 
     def acquire(self, name: str, timeout_ms: int) -> None:
         deadline = time.monotonic() + timeout_ms / 1000
@@ -397,21 +448,44 @@ class RealLocks:
         reference = name in REFERENCE_LOCKS
         leaf = parts[-1]
         flock_leaf = leaf.removesuffix(".lock") + ".flock" if reference else leaf
-        where = self._directory(name, parts[:-1])
+        # Threads of this process queue on a lock of their own first (woken at once, no
+        # polling); the flock then excludes other processes.
+        queue = self._queue(name)
+        if not queue.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise _timeout(name, timeout_ms)
         try:
-            fd = _flock(name, where, flock_leaf, deadline, timeout_ms)
+            where = self._directory(name, parts[:-1])
             try:
-                st = os.fstat(fd)
-                mine = (st.st_dev, st.st_ino)
-                if reference:
-                    _claim_reference(name, where, leaf, flock_leaf, fd, mine, deadline, timeout_ms)
+                fd = _flock(name, where, flock_leaf, deadline, timeout_ms)
+                try:
+                    st = os.fstat(fd)
+                    mine = (st.st_dev, st.st_ino)
+                    if reference:
+                        _claim_reference(
+                            name, where, leaf, flock_leaf, fd, mine, deadline, timeout_ms
+                        )
+                except BaseException:
+                    os.close(fd)  # drops the flock
+                    raise
             except BaseException:
-                os.close(fd)  # drops the flock
+                where.close()
                 raise
         except BaseException:
-            where.close()
+            queue.release()
             raise
-        self._held[name] = (fd, where, leaf if reference else None, mine)
+        self._held[name] = (fd, where, leaf if reference else None, mine, queue)
+        self._files.pin(parts[:-1], where)
+
+    def _queue(self, name: str) -> threading.Lock:
+        """The process-wide lock of ``name`` in this root (one per real lock file)."""
+        key = self._keys.get(name)
+        if key is None:
+            key = self._keys[name] = os.path.join(os.path.realpath(self.root), name)
+        queue = _IN_PROCESS.get(key)
+        if queue is None:
+            with _IN_PROCESS_GUARD:
+                queue = _IN_PROCESS.setdefault(key, threading.Lock())
+        return queue
 
     def _directory(self, name: str, parts: list[str]) -> _Dir:
         """The lock's directory, no component followed if it is a symlink; made (0700, like
@@ -429,7 +503,8 @@ class RealLocks:
         held = self._held.pop(name, None)
         if held is None:
             return
-        fd, where, reference, mine = held
+        fd, where, reference, mine, queue = held
+        self._files.unpin(self._files._parts(name)[:-1], where)
         try:
             if reference is not None:
                 _remove_if(where, reference, mine)
@@ -439,14 +514,17 @@ class RealLocks:
         finally:
             os.close(fd)  # drops the flock
             where.close()
+            queue.release()
 
     def release_all(self) -> None:
         """Drop every ``flock`` this object holds and nothing else: what the kernel does when a
         process dies (a reference lock file it created stays, carrying our marker)."""
         held, self._held = self._held, {}
-        for fd, where, _, _ in held.values():
+        for name, (fd, where, _, _, queue) in held.items():
+            self._files.unpin(self._files._parts(name)[:-1], where)
             os.close(fd)
             where.close()
+            queue.release()
 
     def __del__(self) -> None:
         # An object dropped while holding locks lets them go as a dead process would.
@@ -603,7 +681,7 @@ class RandomIds:
 
 
 def real_ports(root: str | Path) -> Ports:
-    """Ports on the local file system for the storage root ``root``."""
-    return Ports(
-        files=RealFiles(root), locks=RealLocks(root), clock=SystemClock(), ids=RandomIds()
-    )
+    """Ports on the local file system for the storage root ``root`` (the locks pin their
+    directories in the files adapter while held)."""
+    files = RealFiles(root)
+    return Ports(files=files, locks=RealLocks(root, files), clock=SystemClock(), ids=RandomIds())

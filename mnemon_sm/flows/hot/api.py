@@ -18,6 +18,7 @@ import attrs
 from mnemon_sm.config import Config
 from mnemon_sm.errors import CapacityExceeded, InvalidInput, ReadOnly
 from mnemon_sm.flows.hot.context_text import ROUTING_GUIDANCE, render_runtime_memory
+from mnemon_sm.flows.hot.group import GroupCommit
 from mnemon_sm.flows.hot.history import HistoryItem, HotHistory
 from mnemon_sm.flows.hot.maintenance import MaintenanceFlow
 from mnemon_sm.flows.hot.model import (
@@ -102,6 +103,15 @@ class _Shared:
             self.cache.stamp = stamp
         return store
 
+    def bring_projections_up_to_date(self, flow: HotMutationFlow) -> HotStore:
+        """Repair a projection that no longer matches the source (see ``stale_projections``;
+        the repair is the flow's ``repair`` event, postponed by a busy lock); returns the
+        source. Call with the mutex held."""
+        store = self.current()
+        if self.stale_projections(store):
+            flow.repair()
+        return store
+
     def stale_projections(self, store: HotStore) -> bool:
         """Whether a projection may no longer match ``store``.
 
@@ -137,6 +147,7 @@ class HotMemory:
         self._shared, self._flow, self._maintenance = shared, flow, maintenance
         self._history, self._delegate = history, shared.delegate
         self._maintenance_mutex = threading.RLock()
+        self._group = GroupCommit(flow, shared.config, shared.mutex)
 
     @host_only
     @observed("hot.add")
@@ -166,8 +177,7 @@ class HotMemory:
         """
         request = {"target": target, "content": content, "importance": importance}
         try:
-            with self._shared.mutex:
-                return self._flow.run("add", **request)
+            return self._group.run("add", **request)
         except CapacityExceeded as overflow:
             # An opted-out add never reaches the maintenance machine: one machine serves the
             # root, so sending it would make the add wait for a maintenance in flight in this
@@ -212,14 +222,9 @@ class HotMemory:
         Raises:
             NoMatch, AmbiguousMatch, DuplicateEntry: plus everything :meth:`add` raises.
         """
-        with self._shared.mutex:
-            return self._flow.run(
-                "replace",
-                target=target,
-                old_text=old_text,
-                content=content,
-                importance=importance,
-            )
+        return self._group.run(
+            "replace", target=target, old_text=old_text, content=content, importance=importance
+        )
 
     @host_only
     @observed("hot.remove")
@@ -229,8 +234,7 @@ class HotMemory:
         Raises:
             NoMatch, AmbiguousMatch: plus the storage errors :meth:`add` raises.
         """
-        with self._shared.mutex:
-            return self._flow.run("remove", target=target, old_text=old_text)
+        return self._group.run("remove", target=target, old_text=old_text)
 
     @host_only
     def preview(
@@ -288,6 +292,19 @@ class HotMemory:
         return self.add(round_.target, entry.content, entry.importance, maintenance=maintenance)
 
     @host_only
+    def write_projections(self) -> bool:
+        """Bring USER.md and MEMORY.md up to date with ``memories.json`` now. With
+        ``projections = "lazy"`` commits leave them for the next render of context (or this
+        call, or closing the root); with ``eager`` this only repairs a hand edit or a crashed
+        writer's leftovers. Returns whether both files match the committed entries afterwards
+        (False: the lock was busy or a write failed; the next render tries again).
+        """
+        shared = self._shared
+        with shared.mutex:
+            store = shared.bring_projections_up_to_date(self._flow)
+            return not shared.stale_projections(store)
+
+    @host_only
     def snapshot(self) -> HotSnapshot:
         """The committed entries, their usage and the source revision (takes no lock)."""
         shared = self._shared
@@ -315,9 +332,7 @@ class Context:
         """
         shared = self._shared
         with shared.mutex:
-            store = shared.current()
-            if shared.stale_projections(store):
-                self._flow.repair()
+            store = shared.bring_projections_up_to_date(self._flow)
             cfg = shared.config
             return render_runtime_memory(store, cfg.user_limit, cfg.memory_limit)
 

@@ -62,10 +62,10 @@ from mnemon_sm.config import Config
 from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.engine.flow import Machine
 from mnemon_sm.engine.registry import flow_context
-from mnemon_sm.errors import CorruptStore, MnemonError, ReadOnly, StorageError
+from mnemon_sm.errors import CorruptStore, InvalidInput, MnemonError, ReadOnly, StorageError
 from mnemon_sm.flows.hot.compaction import Compaction, plan_compaction
 from mnemon_sm.flows.hot.history import HistoryRound, HotHistory
-from mnemon_sm.flows.hot.model import LOCK_NAME, RUNTIME_DIR, SOURCE_PATH, HotStore
+from mnemon_sm.flows.hot.model import LOCK_NAME, RUNTIME_DIR, SOURCE_PATH, TARGETS, HotStore
 from mnemon_sm.flows.hot.rules import (
     Commit,
     Mutation,
@@ -74,6 +74,7 @@ from mnemon_sm.flows.hot.rules import (
     Rejected,
     Verdict,
     check_request,
+    plan_batch,
     plan_mutation,
     verdict,
 )
@@ -86,7 +87,7 @@ from mnemon_sm.flows.hot.store import (
 from mnemon_sm.ports import Ports
 from mnemon_sm.text import iso_ms
 
-__all__ = ["HotMutationFlow", "HotRun", "mutation_of"]
+__all__ = ["HotMutationFlow", "HotRun", "members_of", "mutation_of"]
 
 FLOW = "hot_memory_mutation"
 
@@ -105,6 +106,7 @@ class HotRun:
     sync_first: tuple[str, ...] = ()  # files to fsync before the commit point
     failure: MnemonError | None = None  # the first storage failure
     verdict: Verdict | None = None  # which edge leaves deciding; None once it is left
+    answers: tuple[Outcome, ...] | None = None  # a batch: each member's own outcome
 
 
 _IDLE = HotRun()
@@ -119,6 +121,26 @@ def mutation_of(request: Mapping[str, object]) -> Mutation | Compaction:
     return check_request(**request)
 
 
+def members_of(request: Mapping[str, object]) -> tuple[Mutation, ...]:
+    """The members of a ``batch`` request: two or more mutations, each checked by RULE-HOT-1/2
+    before it joined (:mod:`~mnemon_sm.flows.hot.group`). Pure; raises ``InvalidInput``."""
+    members = request.get("members")
+    if (
+        not isinstance(members, tuple)
+        or len(members) < 2
+        or not all(isinstance(m, Mutation) for m in members)
+    ):
+        raise InvalidInput("a batch holds two or more checked mutations")
+    return members
+
+
+def _checked(request: Mapping[str, object]) -> None:
+    if request.get("action") == "batch":
+        members_of(request)
+    else:
+        mutation_of(request)
+
+
 @flow_context("HotMutationFlow")
 class HotMutationFlow(FlowContext):
     """Drives one storage root's hot-memory machine. Not thread-safe: callers serialize."""
@@ -131,6 +153,7 @@ class HotMutationFlow(FlowContext):
         self.ports, self.config, self.cache, self.history = ports, config, cache, history
         self._run = _IDLE
         self._locked = False  # held across steps; a failed release keeps it set
+        self.writes_started = False  # the last request reached the commit protocol
         try:
             super().__init__()
         finally:
@@ -150,11 +173,28 @@ class HotMutationFlow(FlowContext):
         (for ``compact``: ``compaction``, a checked :class:`Compaction`); they travel as one
         ``request`` mapping (the engine reserves names like ``target``).
         """
+        self.writes_started = False
         try:
             receipt: Receipt = self.perform(action, request={"action": action, **fields})
             return receipt
         finally:
             if self._locked:  # an unexpected exception escaped with the lock held
+                self.release_lock()
+                self._run = _IDLE
+
+    def run_batch(self, members: tuple[Mutation, ...]) -> tuple[Receipt | MnemonError, ...]:
+        """Send one ``batch`` event: the members are decided in order under one lock and the
+        ones that apply commit together. Returns each member's receipt or typed error; a
+        storage failure (nothing committed) is raised for all. After an exception,
+        :attr:`writes_started` tells whether the commit protocol had begun."""
+        self.writes_started = False
+        try:
+            answers: tuple[Receipt | MnemonError, ...] = self.perform(
+                "batch", request={"action": "batch", "members": members}
+            )
+            return answers
+        finally:
+            if self._locked:
                 self.release_lock()
                 self._run = _IDLE
 
@@ -172,6 +212,10 @@ class HotMutationFlow(FlowContext):
         if run.failure is not None:
             self.cache.forget()  # a failed commit may have replaced a projection
             self.answer(error=run.failure)
+        elif run.answers is not None:
+            self.answer(
+                tuple(a.error if isinstance(a, Rejected) else a.receipt for a in run.answers)
+            )
         elif isinstance(run.outcome, Rejected):
             self.answer(error=run.outcome.error)
         elif run.outcome is not None:
@@ -187,7 +231,7 @@ class HotMutationFlow(FlowContext):
             raise ReadOnly()
 
     def check_request(self, request: dict[str, object]) -> None:
-        mutation_of(request)
+        _checked(request)
 
     # -- steps (entry, exit and transition actions) ----------------------------------------
 
@@ -228,7 +272,12 @@ class HotMutationFlow(FlowContext):
         """Decide the request from the reloaded source, purely, with the clock's time; a
         storage failure of the lock or the source is the decision instead."""
         run, store = self._run, self._run.store
-        if run.failure is None:
+        if run.failure is None and request.get("action") == "batch":
+            assert store is not None
+            now = iso_ms(self.ports.clock.now_ms())
+            outcome, answers = plan_batch(store, members_of(request), now, self.config.limit)
+            run = attrs.evolve(run, outcome=outcome, answers=answers)
+        elif run.failure is None:
             assert store is not None
             mutation = mutation_of(request)
             now = iso_ms(self.ports.clock.now_ms())
@@ -264,17 +313,20 @@ class HotMutationFlow(FlowContext):
         if run.failure is None:
             outcome = run.outcome
             assert run.store is not None and isinstance(outcome, Commit)
+            # A batch may change both targets; a single request only its own.
+            targets = TARGETS if run.answers is not None else (outcome.target,)
+            self.writes_started = True
             data = self._attempt(
                 commit,
                 self.ports.files,
                 run.store,
                 outcome.store,
                 self.config.durability,
-                (outcome.target,),
+                targets if self.config.projections == "eager" else (),
                 run.sync_first,
             )
             if data is not None:
-                self.cache.remember(data, outcome.store, outcome.target)
+                self.cache.remember(data, outcome.store, *targets)
 
     def release_lock(self) -> None:
         """Release the lock; a failed release keeps it marked held, so it is retried on the

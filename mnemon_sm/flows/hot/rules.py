@@ -21,6 +21,7 @@ Rules (RULE-HOT-n, cited by the spec and the tests):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring
 from typing import Any, Literal, get_args
 
@@ -58,6 +59,7 @@ __all__ = [
     "Usage",
     "Verdict",
     "check_request",
+    "plan_batch",
     "plan_mutation",
     "verdict",
 ]
@@ -196,6 +198,24 @@ def plan_mutation(store: HotStore, m: Mutation, now: str, limit: int) -> Outcome
     )
     change = Replacement(found.content, m.content)
     return _checked(store, after, target, limit, "Entry replaced.", replaced=change)
+
+
+def plan_batch(
+    store: HotStore, mutations: Sequence[Mutation], now: str, limit: Callable[[str], int]
+) -> tuple[Outcome, tuple[Outcome, ...]]:
+    """Decide several mutations in order, each on the store the ones before it left (a
+    rejected or unchanged one leaves it as it was), as if each had taken the lock in turn.
+    Returns the batch's outcome (a :class:`Commit` of the last store when any member commits;
+    else the first member's outcome) and each member's own. Pure."""
+    outcomes: list[Outcome] = []
+    current, last = store, None
+    for m in mutations:
+        outcome = plan_mutation(current, m, now, limit(m.target))
+        outcomes.append(outcome)
+        if isinstance(outcome, Commit):
+            current, last = outcome.store, outcome
+    overall: Outcome = outcomes[0] if last is None else last
+    return overall, tuple(outcomes)
 
 
 def verdict(outcome: Outcome | None, failure: Exception | None) -> Verdict | None:

@@ -2,7 +2,10 @@
 
 Everything here goes through the ``Files`` port. The commit protocol:
 
-1. write and rename the changed projection(s) (derived data: no fsync);
+1. write and rename the changed projection(s) (derived data: no fsync); with
+   ``projections = "lazy"`` this step is skipped, and the stale projections are rewritten by
+   the next render of context, ``hot.write_projections()`` or closing the root (the same
+   repair that follows a crash between the steps);
 2. write the new ``memories.json`` to a temporary file, fsync it (durability ``full`` and
    ``normal``), rename it over the old one (the commit point) and fsync the directory
    (``full``).
@@ -63,10 +66,11 @@ class SourceCache:
             self.projection_stamps.clear()
         return self.store
 
-    def remember(self, data: bytes, store: HotStore, changed: str) -> None:
-        """Record what a commit just wrote; only the ``changed`` projection was rewritten."""
+    def remember(self, data: bytes, store: HotStore, *changed: str) -> None:
+        """Record what a commit just wrote; only the ``changed`` projections were rewritten."""
         self.data, self.store, self.stamp = data, store, None
-        self.projection_stamps.pop(changed, None)
+        for target in changed:
+            self.projection_stamps.pop(target, None)
 
     def forget(self) -> None:
         """Drop everything (after a failed commit, so the next reader checks the disk)."""
