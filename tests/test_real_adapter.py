@@ -682,3 +682,98 @@ def test_crash_after_the_source_rename_keeps_the_commit() -> None:
     reopened = MemoryRoot.open("/unused", ports=inner)
     assert [e.content for e in reopened.hot.snapshot().entries] == ["first", "probe", "second"]
     assert inner.files.read("runtime/USER.md") == "first\n§\nprobe\n§\nsecond\n".encode()
+
+
+# -- a held lock pins its directory ------------------------------------------------------
+
+
+def _walks(files: RealFiles, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Record every walk from the root to a directory that ``files`` makes."""
+    walks: list[list[str]] = []
+    walk = files._open_dir
+
+    def counted(parts: list[str], step: Any = None) -> int:
+        walks.append(list(parts))
+        return walk(parts, step)
+
+    monkeypatch.setattr(files, "_open_dir", counted)
+    return walks
+
+
+def test_a_held_lock_pins_its_directory_for_the_thread_that_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    files = RealFiles(tmp_path)
+    locks = RealLocks(tmp_path, files)
+    files.ensure_dir("runtime")
+    walks = _walks(files, monkeypatch)
+    locks.acquire(LOCK, 1000)
+    acquired = len(walks)
+    temp = files.write_temp("runtime/memories.json", b"{}")
+    files.fsync(temp)
+    files.rename(temp, "runtime/memories.json")
+    files.fsync("runtime")
+    assert files.read("runtime/memories.json") == b"{}"
+    assert len(walks) == acquired, "no walk from the root while the lock pins runtime/"
+    other: list[bytes | None] = []
+    thread = threading.Thread(target=lambda: other.append(files.read("runtime/memories.json")))
+    thread.start()
+    thread.join()
+    assert other == [b"{}"] and walks[-1] == ["runtime"], "another thread walks as before"
+    locks.release(LOCK)
+    before = len(walks)
+    files.read("runtime/memories.json")
+    assert len(walks) == before + 1, "released: every call walks again"
+    locks.acquire(LOCK, 1000)
+    locks.release_all()  # a dead process's locks: the pin goes with them
+    before = len(walks)
+    files.read("runtime/memories.json")
+    assert len(walks) == before + 1
+
+
+def test_a_runtime_directory_swapped_for_a_symlink_between_commits_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The pin lasts one locked commit: the next one walks from the root again."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "root"
+    opened = MemoryRoot.open(root, Config(durability="off"))
+    opened.hot.add("memory", "before the swap")
+    (root / "runtime").rename(tmp_path / "parked")
+    (root / "runtime").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(StorageError, match="symbolic link"):
+        opened.hot.add("memory", "after the swap")
+    assert list(outside.iterdir()) == []
+
+
+def test_threads_of_one_process_queue_for_a_lock_held_by_another_root_object(
+    tmp_path: Path,
+) -> None:
+    """Two adapters of one root in one process: the second waits for the first (no flock
+    poll needed) and gets the lock as soon as it is released; held, it excludes the other."""
+    import threading
+
+    first, second = RealLocks(tmp_path), RealLocks(tmp_path / ".")
+    first.acquire(LOCK, 1000)
+    with pytest.raises(LockTimeout):
+        second.acquire(LOCK, 50)
+    got = threading.Event()
+
+    def take() -> None:
+        second.acquire(LOCK, 10_000)
+        got.set()
+
+    thread = threading.Thread(target=take)
+    thread.start()
+    assert not got.wait(0.05)
+    first.release(LOCK)
+    assert got.wait(10)
+    thread.join()
+    with pytest.raises(LockTimeout):
+        first.acquire(LOCK, 50)
+    second.release(LOCK)
+    first.acquire(LOCK, 50)
+    first.release(LOCK)

@@ -34,6 +34,18 @@ too, by the reference's rules:
    ``flock``.
 
 Every other lock name is a plain ``flock`` on the file of that name.
+
+Threads of one process first queue on a process-wide ``threading.Lock`` of the lock file (real
+root path + name), so a waiting thread is woken at once instead of polling the ``flock``; the
+``flock`` is taken on a descriptor opened for each acquire (one ``openat``), which never locks a
+file that was replaced since it was last held.
+
+While a lock is held, its directory (reached following no symlink when the lock was taken) is
+*pinned* in the root's :class:`RealFiles` for the holding thread (``real_ports`` shares one
+:class:`RealFiles` with the locks): every file call of that thread in that directory works in
+that very directory without walking to it from the root again, which halves the system calls
+of a hot-memory commit. The next acquire walks from the root again, so a directory swapped for
+a symlink between two commits is refused as before.
 """
 
 from __future__ import annotations
