@@ -103,6 +103,15 @@ class Floors:
         finally:
             self.locks.release(LOCK_NAME)
 
+    def source_only(self) -> None:
+        """The protocol floor of ``projections = "lazy"``: the source alone."""
+        self.locks.acquire(LOCK_NAME, 5000)
+        try:
+            self._write("memories.json", self.source, True)
+            self._fsync_dir()
+        finally:
+            self.locks.release(LOCK_NAME)
+
 
 def rate(fn: Callable[[], None], n: int) -> float:
     start = time.perf_counter()
@@ -111,33 +120,148 @@ def rate(fn: Callable[[], None], n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
-def bench_durability(base: Path, durability: str, blocks: int, per_block: int) -> dict[str, float]:
+class Hermes:
+    """Hermes Agent's ``MemoryStore`` (hermes-agent 0.19.0, installed with ``--no-deps`` into
+    a scratch directory by ``--hermes``) doing the same mix on its own home directory. It
+    writes each target's Markdown file (fsynced, renamed; no directory fsync) under a lock."""
+
+    VERSION = "0.19.0"
+
+    def __init__(self, site: Path, home: Path) -> None:
+        os.environ["HERMES_HOME"] = str(home)
+        sys.path.insert(0, str(site))
+        from tools.memory_tool import MemoryStore  # type: ignore[import-not-found]
+
+        self.store = MemoryStore(memory_char_limit=10240, user_char_limit=4096)
+        self.store.load_from_disk()
+        i = 0
+        while len("\n§\n".join(self.store.memory_entries)) + ENTRY_BYTES + 3 <= FILL * 10240:
+            self.store.add("memory", entry("base", i))
+            i += 1
+
+    def mixed_round(self, i: int) -> None:
+        a, b = entry("new", i), entry("alt", i)
+        for reply in (
+            self.store.add("memory", a),
+            self.store.replace("memory", a[:16], b),
+            self.store.remove("memory", b[:16]),
+        ):
+            assert reply.get("success"), reply
+
+    @staticmethod
+    def install(base: Path) -> Path:
+        """``pip install --no-deps`` the pinned release into ``base``; returns the directory."""
+        import subprocess
+
+        site = base / "hermes-site"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--target",
+                str(site),
+                f"hermes-agent=={Hermes.VERSION}",
+            ],
+            check=True,
+        )
+        return site
+
+
+def bench_durability(
+    base: Path, durability: str, blocks: int, per_block: int, hermes: Path | None
+) -> dict[str, float]:
     root = MemoryRoot.open(base / f"root-{durability}", Config(durability=durability))
+    lazy = MemoryRoot.open(
+        base / f"lazy-{durability}", Config(durability=durability, projections="lazy")
+    )
     limit = root.config.memory_limit
     prefill(root, limit)
+    prefill(lazy, limit)
     files = base / f"root-{durability}" / "runtime"
     floors = Floors(
         base / f"floor-{durability}",
         (files / "MEMORY.md").read_bytes(),
         (files / "memories.json").read_bytes(),
     )
+    other = Hermes(hermes, base / f"hermes-{durability}") if hermes is not None else None
     counter = iter(range(10**9))
     rounds = max(1, per_block // 3)
-    series: dict[str, list[float]] = {"mixed": [], "protocol": [], "raw": []}
+    series: dict[str, list[float]] = {"mixed": [], "lazy": [], "protocol": [], "source": []}
+    series.update({"raw": [], **({"hermes": []} if other else {})})
     for _ in range(blocks):
         series["protocol"].append(rate(floors.protocol, per_block))
         series["mixed"].append(rate(lambda: mixed_round(root, next(counter)), rounds) * 3)
+        series["source"].append(rate(floors.source_only, per_block))
+        series["lazy"].append(rate(lambda: mixed_round(lazy, next(counter)), rounds) * 3)
         series["raw"].append(rate(floors.raw, per_block))
+        if other is not None:
+            series["hermes"].append(rate(lambda: other.mixed_round(next(counter)), rounds) * 3)
     medians = {k: statistics.median(v) for k, v in series.items()}
     overhead_us = 1e6 / medians["mixed"] - 1e6 / medians["protocol"]
-    return {
+    out = {
         "mixed_ops_per_s": round(medians["mixed"]),
         "protocol_floor_ops_per_s": round(medians["protocol"]),
         "raw_floor_ops_per_s": round(medians["raw"]),
         "mixed_vs_protocol_floor": round(medians["mixed"] / medians["protocol"], 3),
         "mixed_vs_raw_floor": round(medians["mixed"] / medians["raw"], 3),
         "overhead_over_protocol_floor_us": round(overhead_us),
+        "lazy_mixed_ops_per_s": round(medians["lazy"]),
+        "source_only_floor_ops_per_s": round(medians["source"]),
+        "lazy_vs_source_only_floor": round(medians["lazy"] / medians["source"], 3),
+        "lazy_vs_protocol_floor": round(medians["lazy"] / medians["protocol"], 3),
         "memory_used_bytes": root.hot.snapshot().usage["memory"][0],
+    }
+    if other is not None:
+        out["hermes_ops_per_s"] = round(medians["hermes"])
+        out["mixed_vs_hermes"] = round(medians["mixed"] / medians["hermes"], 3)
+        out["lazy_vs_hermes"] = round(medians["lazy"] / medians["hermes"], 3)
+    return out
+
+
+def bench_threads(base: Path, blocks: int, per_block: int, threads: int) -> dict[str, float]:
+    """Group commit: ops/s of one root at durability ``full`` with ``threads`` threads doing
+    the mix at once (each on its own entries) against one thread doing it alone, in
+    interleaved blocks of the same number of operations."""
+    import threading
+
+    root = MemoryRoot.open(base / "root-threads", Config(durability="full"))
+    prefill(root, root.config.memory_limit)
+    counter = iter(range(10**9))
+    rounds = max(threads, per_block // 3 // threads * threads)
+
+    def together() -> float:
+        start = time.perf_counter()
+        workers = [
+            threading.Thread(
+                target=lambda: [mixed_round(root, next(counter)) for _ in range(rounds // threads)]
+            )
+            for _ in range(threads)
+        ]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return rounds * 3 / (time.perf_counter() - start)
+
+    alone, grouped = [], []
+    group = root.hot._group
+    for _ in range(blocks):
+        alone.append(rate(lambda: mixed_round(root, next(counter)), rounds) * 3)
+        batches, batched = group.batches, group.batched
+        grouped.append(together())
+        batches, batched = group.batches - batches, group.batched - batched
+    one, many = statistics.median(alone), statistics.median(grouped)
+    ops = rounds * 3  # of the last threaded block
+    return {
+        "threads": threads,
+        "one_thread_ops_per_s": round(one),
+        "threads_ops_per_s": round(many),
+        "threads_vs_one": round(many / one, 2),
+        "ops_per_commit": round(ops / (ops - batched + batches), 2),
     }
 
 
@@ -183,6 +307,36 @@ def in_memory_op_us(blocks: int, per_block: int) -> float:
 
     rounds = max(1, per_block // 3)
     return statistics.median(1e6 / (rate(one_round, rounds) * 3) for _ in range(blocks))
+
+
+def engine_share(blocks: int, per_block: int) -> dict[str, float]:
+    """Where one mixed operation's CPU goes, with in-memory ports: the share spent in the
+    dispatcher (``mnemon_sm/engine/``, by cProfile's own time per function), the rest being
+    the flows' steps, the rules, encoding and the fakes."""
+    import cProfile
+    import pstats
+
+    from mnemon_sm.testing.memory import memory_ports
+
+    ports, log = memory_ports()
+    root = MemoryRoot.open("/in-memory", Config(), ports=ports)
+    prefill(root, root.config.memory_limit)
+    profile = cProfile.Profile()
+    counter = iter(range(10**9))
+    profile.enable()
+    for _ in range(blocks * max(1, per_block // 3)):
+        mixed_round(root, next(counter))
+        log.clear()
+    profile.disable()
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    total = sum(row[2] for row in stats.values())
+    engine_dir = os.sep + os.path.join("mnemon_sm", "engine") + os.sep
+    in_engine = sum(row[2] for key, row in stats.items() if engine_dir in key[0])
+    ports_s = sum(row[2] for key, row in stats.items() if os.sep + "testing" + os.sep in key[0])
+    return {
+        "engine_share_of_op_cpu": round(in_engine / total, 3),
+        "engine_share_without_fakes": round(in_engine / (total - ports_s), 3),
+    }
 
 
 def engine_event_us() -> float:
@@ -286,21 +440,32 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=7)
     parser.add_argument("--ops-per-block", type=int, default=150)
     parser.add_argument("--dir", default=None, help="where to create the roots (default: temp)")
+    parser.add_argument("--threads", type=int, default=4, help="threads of the group commit run")
+    parser.add_argument(
+        "--hermes",
+        action="store_true",
+        help=f"also run Hermes Agent's MemoryStore {Hermes.VERSION} on the same mix at each "
+        "durability (pip-installs it with --no-deps into the scratch directory)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         base = Path(tmp)
+        hermes = Hermes.install(base) if args.hermes else None
+        blocks, per_block = args.blocks, args.ops_per_block
         result = {
             "python": platform.python_version(),
             "engine": engine(),
             "engine_event_us": round(engine_event_us(), 1),
             "compiled_event_us": round(compiled_event_us(), 2),
-            "in_memory_mixed_op_us": round(in_memory_op_us(args.blocks, args.ops_per_block), 1),
+            "in_memory_mixed_op_us": round(in_memory_op_us(blocks, per_block), 1),
+            **engine_share(blocks, per_block),
             "durability": {
-                d: bench_durability(base, d, args.blocks, args.ops_per_block)
+                d: bench_durability(base, d, blocks, per_block, hermes)
                 for d in ("full", "normal", "off")
             },
-            "context": bench_context(base, args.blocks, args.ops_per_block),
-            "maintenance": bench_maintenance(base, args.blocks),
+            "group_commit": bench_threads(base, blocks, per_block, args.threads),
+            "context": bench_context(base, blocks, per_block),
+            "maintenance": bench_maintenance(base, blocks),
         }
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

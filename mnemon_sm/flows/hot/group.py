@@ -76,7 +76,8 @@ class GroupCommit:
         self._flow, self._config, self._mutex = flow, config, mutex
         self._queue: list[_Slot] = []
         self._guard = threading.Lock()
-        self.batches = 0  # batch events sent (a figure for benchmarks and tests)
+        self.batches = 0  # batch events that answered (figures for benchmarks and tests)
+        self.batched = 0  # requests those answered
 
     def run(self, action: str, **fields: Any) -> Receipt:
         """Settle one request (see :meth:`HotMutationFlow.run` for ``fields``)."""
@@ -138,6 +139,7 @@ class GroupCommit:
             raise
         else:
             self.batches += 1
+            self.batched += len(slots)
             for slot, answer in zip(slots, answers, strict=True):
                 slot.settle(answer)
 
