@@ -257,3 +257,14 @@ def test_free_running_threads_lose_nothing(threads: int, tmp_path: Any) -> None:
     for t in range(threads):  # each thread's own adds are in its order
         mine = [e.content for e in reopened.hot.snapshot().entries if f"thread {t} " in e.content]
         assert mine == sorted(mine, key=lambda c: int(c.rsplit(" ", 1)[1]))
+
+
+def test_a_batch_after_a_request_that_did_not_commit_starts_from_ready() -> None:
+    root, _ = _root()
+    with pytest.raises(NoMatch):
+        root.hot.remove("memory", "nothing like this")
+    assert root._flow.state == "ready"
+    results = grouped(root, [add("from ready one"), add("from ready two")])
+    assert [r["success"] for r in results] == [True, True]  # type: ignore[index]
+    assert root._flow.state == "committed"
+    assert root.hot._group.batches == 1
