@@ -8,8 +8,16 @@ blocks. Target: each hook <= 3x the unit.
 
 Then a long session (``--turns``, default 3,000) in which the review never runs (no tick):
 the hooks of each turn (four steps, the stopping turn, its end) timed around turn 100 and
-around the last turn, and the state file's size at the end. Targets: state file < 64 KiB,
-cost at the last turn <= 1.5x the cost at turn 100.
+around the last turn, the state file's size at the end and the bytes a hook persists (the
+state's line) at turn 100 and at the end. Targets: state file < 64 KiB, the line as long at the
+end as at turn 100 (but for the turn numbers' digits), cost at the last turn <= 1.5x the cost
+at turn 100.
+
+Then steps with long message lists, as a host that sends the whole conversation at every step
+does: ``pre_step`` with 4,000 messages against one with 100, on the first step of a turn (one
+new message appended to what was seen) and on a repeated step (nothing new); medians over
+interleaved blocks. Target: the 4,000-message step <= 2x the 100-message one, both kinds
+(``turn_stopping`` takes no messages, only the turn's tool events).
 
 Usage: python benchmarks/lifecycle.py [--blocks N] [--calls N] [--turns N] [--durability D]
        [--dir DIR]
@@ -71,6 +79,8 @@ def session(root_dir: Path, turns: int, durability: str) -> dict[str, Any]:
     agent = root.lifecycle("long")
     windows = {"turn_100": range(90, 111), "last": range(turns - 20, turns + 1)}
     spent: dict[str, list[float]] = {k: [] for k in windows}
+    state_file = root_dir / "state" / "lifecycle" / "long.json"
+    line_at_100 = 0
     for turn in range(1, turns + 1):
         msgs = message(turn)
         events = [{"type": "tool/call", "name": f"tool{turn % 5}", "turn": turn}]
@@ -84,16 +94,75 @@ def session(root_dir: Path, turns: int, durability: str) -> dict[str, Any]:
         for key, window in windows.items():
             if turn in window:
                 spent[key].append(elapsed * 1e6)
-    size = (root_dir / "state" / "lifecycle" / "long.json").stat().st_size
+        if turn == 100:
+            line_at_100 = len(state_file.read_bytes().splitlines()[-1])
+    size = state_file.stat().st_size
+    line_at_last = len(state_file.read_bytes().splitlines()[-1])
     first, last = (statistics.median(spent[k]) for k in ("turn_100", "last"))
     return {
         "turns": turns,
         "durability": durability,
         "state_file_bytes": size,
+        "state_line_bytes_at_100": line_at_100,
+        "state_line_bytes_at_last": line_at_last,
         "turn_hooks_us_at_100": round(first, 1),
         "turn_hooks_us_at_last": round(last, 1),
         "last_vs_100": round(last / first, 2),
         "score_turns": agent.score.turns,
+    }
+
+
+def history(size: int) -> list[dict[str, Any]]:
+    """A conversation of ``size`` messages in the OpenAI shape: a user asks, the assistant
+    calls a tool, the tool answers, the assistant replies."""
+    out: list[dict[str, Any]] = []
+    for i in range(size):
+        kind = i % 4
+        if kind == 0:
+            out.append({"role": "user", "content": f"Question {i}: what does the file say? " * 2})
+        elif kind == 1:
+            call = {"id": f"c{i}", "type": "function", "function": {"name": "read"}}
+            out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == 2:
+            out.append({"role": "tool", "tool_call_id": f"c{i - 1}", "content": "text " * 40})
+        else:
+            out.append({"role": "assistant", "content": f"It says {i}."})
+    return out
+
+
+def long_lists(root_dir: Path, blocks: int, turns: int, durability: str) -> dict[str, Any]:
+    """``pre_step`` with 100 and with 4,000 messages, the whole conversation sent at every
+    step: per block and size, an agent that has seen the conversation, then ``turns`` turns
+    each appending one user message (its first step), then its second step (nothing new).
+    The sizes alternate block by block; medians of the blocks' means."""
+    config = Config(idle_review_ms=600_000, durability=durability)  # type: ignore[arg-type]
+    root = MemoryRoot.open(root_dir, config)
+    sizes = (100, 4000)
+    spent: dict[tuple[int, str], list[float]] = {(n, k): [] for n in sizes for k in ("new", "rep")}
+    for block in range(blocks):
+        for size in sizes if block % 2 == 0 else sizes[::-1]:
+            agent = root.lifecycle(f"steps-{size}-{block}")
+            msgs = history(size - turns)
+            agent.pre_step(0, 1, msgs)
+            new = rep = 0.0
+            for turn in range(1, turns + 1):
+                msgs = [*msgs, {"role": "user", "content": f"And now step {turn}?"}]
+                t0 = time.perf_counter()
+                agent.pre_step(turn, 1, msgs)
+                t1 = time.perf_counter()
+                agent.pre_step(turn, 2, msgs)
+                t2 = time.perf_counter()
+                new, rep = new + t1 - t0, rep + t2 - t1
+            spent[size, "new"].append(new / turns * 1e6)
+            spent[size, "rep"].append(rep / turns * 1e6)
+    med = {key: statistics.median(v) for key, v in spent.items()}
+    return {
+        "step_100_messages_us": round(med[100, "new"], 1),
+        "step_4000_messages_us": round(med[4000, "new"], 1),
+        "step_4000_vs_100": round(med[4000, "new"] / med[100, "new"], 2),
+        "repeated_step_100_messages_us": round(med[100, "rep"], 1),
+        "repeated_step_4000_messages_us": round(med[4000, "rep"], 1),
+        "repeated_step_4000_vs_100": round(med[4000, "rep"] / med[100, "rep"], 2),
     }
 
 
@@ -146,6 +215,7 @@ def main() -> None:
             "pre_step_first_vs_unit": round(med["first"] / med["unit"], 2),
             "pre_step_later_vs_unit": round(med["later"] / med["unit"], 2),
             "turn_stopping_vs_unit": round(med["stop"] / med["unit"], 2),
+            **long_lists(Path(tmp) / "steps", args.blocks, 20, args.durability),
             "long_session": session(Path(tmp) / "long", args.turns, args.durability),
         }
     json.dump(result, sys.stdout, indent=2)

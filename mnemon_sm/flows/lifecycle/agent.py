@@ -54,11 +54,10 @@ from mnemon_sm.flows.lifecycle.scoring import (
     Earlier,
     Score,
     TurnActivity,
-    entered,
+    advance,
     fold,
     record_messages,
     record_tools,
-    remember,
     role_of,
     score,
 )
@@ -268,8 +267,8 @@ class LifecycleFlow(FlowContext):
         c = self.config
         if not c.lifecycle_enabled:
             return
-        new = messages[entered(messages, self.conversation) :]
-        seen = remember(messages)
+        start, seen = advance(messages, self.conversation)
+        new = messages[start:]
         if seen != self.conversation:
             self.conversation, self.unsaved = seen, True
         if self._recording() and not self._folded(turn):

@@ -4,15 +4,25 @@ changed or persisted.
 
 * ``turn``, ``step``, ``now_ms``: an ``int`` (not a bool, not a string) from 0 to 2**53.
 * ``source`` of ``session_start``: one of :data:`SESSION_SOURCES` (the reference's).
-* ``messages``: a list (or tuple) of mappings with string keys, each with a ``role`` from
-  :data:`ROLES` (a reference-shaped message has one too; its ``source.kind`` is read as its
-  role). Each *entered* message (the ones not seen before, :func:`~.scoring.entered`) is read
-  whole: its ``id``, if any, a string or an int; its ``content`` absent, ``None``, a string or a
-  list of parts/blocks, each a mapping with a string ``type`` (a ``text`` part's ``text`` a
-  string, a ``tool_use`` block's ``name`` a non-empty string); its ``tool_calls``, if any, a
-  list of ``{"function": {"name": <non-empty string>, ...}, ...}``. The strings the flow keeps
-  (a user message's id and counted text, a tool name) must be storable text. Messages already
-  seen are not walked again: pre_step runs on every step, often with the whole conversation.
+* ``messages``: a list (or tuple) of messages. Every message the step reads is a mapping with
+  string keys and a ``role`` from :data:`ROLES` (a reference-shaped message has one too; its
+  ``source.kind`` is read as its role). Each *entered* message (the ones not seen before,
+  :func:`~.scoring.entered`) is read whole: its ``id``, if any, a string or an int; its
+  ``content`` absent, ``None``, a string or a list of parts/blocks, each a mapping with a
+  string ``type`` (a ``text`` part's ``text`` a string, a ``tool_use`` block's ``name`` a
+  non-empty string); its ``tool_calls``, if any, a list of ``{"function": {"name": <non-empty
+  string>, ...}, ...}``. The strings the flow keeps (a user message's id and counted text, a
+  tool name) must be storable text.
+
+  Only the messages the step reads are checked: pre_step runs on every step, often with the
+  whole conversation, and its work must not grow with it. Messages already counted are not
+  read again: a re-sent conversation is checked in its remembered tail (the last
+  :data:`~.scoring.TAIL_KEPT` messages it had, where :func:`~.scoring.entered` finds that it
+  goes on), its last :data:`~.scoring.TAIL_KEPT` messages (remembered for the next step) and
+  the messages after the part already seen; a cut or summarized one also in the messages read
+  to find where the part seen ends; a list none of which was seen, whole. A malformed message
+  among those is ``InvalidInput`` and nothing is recorded; one in the part already counted and
+  not read again is passed back to the host untouched, as every message is.
 * ``tool_events`` of ``turn_stopping``: a list of mappings with a string ``type``; a
   ``tool/call`` or ``tool/result`` event has a ``turn`` (a whole number as above), and a
   ``tool/call`` a non-empty, storable ``name``. Events of other types are allowed and ignored.
@@ -25,7 +35,13 @@ from typing import Any
 
 from mnemon_sm import inputs
 from mnemon_sm.errors import InvalidInput
-from mnemon_sm.flows.lifecycle.scoring import Conversation, entered, role_of, user_text
+from mnemon_sm.flows.lifecycle.scoring import (
+    TAIL_KEPT,
+    Conversation,
+    entered,
+    role_of,
+    user_text,
+)
 
 __all__ = ["ROLES", "SESSION_SOURCES", "count", "messages", "session_source", "tool_events"]
 
@@ -91,20 +107,41 @@ def _check_message(message: Mapping[str, Any], field: str) -> None:
         inputs.text(text, f"{field} text")
 
 
+def _check_shape(message: object, field: str) -> None:
+    """A message as every step that reads it needs it: a mapping with string keys and a
+    ``role`` from :data:`ROLES` (a ``source``, if any, an object with a string ``kind``)."""
+    if not isinstance(message, Mapping) or not all(isinstance(k, str) for k in message):
+        raise InvalidInput(f"{field} must be an object with string keys")
+    role = message.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise InvalidInput(f"{field}.role must be one of {', '.join(ROLES)}")
+    source = message.get("source")
+    if source is not None and (
+        not isinstance(source, Mapping) or not isinstance(role_of(message), str)
+    ):
+        raise InvalidInput(f"{field}.source must be an object with a string kind")
+
+
 def messages(value: object, seen: Conversation | None = None) -> Sequence[Mapping[str, Any]]:
-    """Host messages (see the module); ``seen``: the conversation already seen, whose
-    messages are not walked again."""
-    checked = mappings(value, "messages")
-    for index, message in enumerate(checked):
-        role = message.get("role")
-        if not isinstance(role, str) or role not in ROLES:
-            raise InvalidInput(f"messages[{index}].role must be one of {', '.join(ROLES)}")
-        source = message.get("source")
-        if source is not None and (
-            not isinstance(source, Mapping) or not isinstance(role_of(message), str)
-        ):
-            raise InvalidInput(f"messages[{index}].source must be an object with a string kind")
-    for index in range(entered(checked, seen), len(checked)):
+    """Host messages (see the module); ``seen``: the conversation already seen. Only the
+    messages the step reads are checked: those :func:`~.scoring.entered` reads to find where
+    the new ones start, the last :data:`~.scoring.TAIL_KEPT` (remembered) and the new ones
+    (read whole); the work is proportional to the new messages, not to the conversation."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise InvalidInput("messages must be a list of objects")
+    checked: Sequence[Mapping[str, Any]] = value
+    shaped: set[int] = set()
+
+    def shape(index: int) -> None:
+        if index not in shaped:
+            _check_shape(checked[index], f"messages[{index}]")
+            shaped.add(index)
+
+    start = entered(checked, seen, shape)
+    for index in range(max(len(checked) - TAIL_KEPT, 0), len(checked)):
+        shape(index)
+    for index in range(start, len(checked)):
+        shape(index)
         _check_message(checked[index], f"messages[{index}]")
     return checked
 

@@ -50,6 +50,16 @@ previous call (the whole previous list, or two or more of its last messages) is 
 re-sending them, and they are not counted again. A message with an ``id`` is, besides,
 counted at most once per turn (the reference rule).
 
+A step's work is proportional to its new messages, not to the conversation: messages already
+counted are not read again. To find where the new ones start, :func:`entered` reads the
+remembered tail's place (a re-sent conversation: :data:`TAIL_KEPT` messages), or, when it is
+not there, the messages from the end back to its latest occurrence (a cut front), else
+every message (none of the tail is there, or the list starts inside it: then the system or
+developer messages a summary put first, and fewer than :data:`TAIL_KEPT` after them, are
+read again; all are new but those). :func:`advance` then remembers the last
+:data:`TAIL_KEPT` messages, computing each digest once. Only those messages are read (and
+checked by :mod:`.events`): the part already counted is passed back to the host untouched.
+
 Bounded however long a session runs (the reference keeps every turn in memory until a review
 clears them): the newest :data:`ACTIVITY_KEPT` turns are kept whole, older ones are folded
 into :class:`Earlier`, which keeps exactly what the score needs (their count, characters and
@@ -64,7 +74,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -79,6 +89,7 @@ __all__ = [
     "Earlier",
     "Score",
     "TurnActivity",
+    "advance",
     "digest",
     "entered",
     "fold",
@@ -309,39 +320,80 @@ def digest(message: Mapping[str, Any]) -> str:
     return hashlib.sha256(data).hexdigest()[:DIGEST_CHARS]
 
 
+class _Reader:
+    """Reads ``messages`` for :func:`entered` and :func:`advance`: each message's digest is
+    computed once, when first needed, and ``check(i)`` (when given) runs before every read of
+    message ``i``, so a caller can validate exactly the messages a step reads."""
+
+    def __init__(
+        self, messages: Sequence[Mapping[str, Any]], check: Callable[[int], object] | None
+    ) -> None:
+        self.messages, self.check = messages, check
+        self.digests: dict[int, str] = {}
+
+    def message(self, i: int) -> Mapping[str, Any]:
+        if self.check is not None:
+            self.check(i)
+        return self.messages[i]
+
+    def digest(self, i: int) -> str:
+        if i not in self.digests:
+            self.digests[i] = digest(self.message(i))
+        return self.digests[i]
+
+    def tail(self) -> tuple[str, ...]:
+        """The digests of the last :data:`TAIL_KEPT` messages, oldest first."""
+        n = len(self.messages)
+        return tuple(self.digest(i) for i in range(max(n - TAIL_KEPT, 0), n))
+
+
 def remember(messages: Sequence[Mapping[str, Any]]) -> Conversation:
     """The conversation ``messages`` as :func:`entered` will next look for it."""
-    last = messages[-TAIL_KEPT:] if messages else ()
-    return Conversation(len(messages), tuple(digest(m) for m in last))
+    return Conversation(len(messages), _Reader(messages, None).tail())
 
 
-def entered(messages: Sequence[Mapping[str, Any]], seen: Conversation | None) -> int:
+def entered(
+    messages: Sequence[Mapping[str, Any]],
+    seen: Conversation | None,
+    check: Callable[[int], object] | None = None,
+) -> int:
     """The index of the first message of ``messages`` not already seen (see the module):
-    0 when none of what was seen is there."""
+    0 when none of what was seen is there. ``check(i)``, when given, runs before message
+    ``i`` is read; only the messages the module names are read (a re-sent conversation: the
+    remembered tail's place), never the part already seen otherwise."""
+    return _entered(_Reader(messages, check), seen)
+
+
+def advance(
+    messages: Sequence[Mapping[str, Any]], seen: Conversation | None
+) -> tuple[int, Conversation]:
+    """:func:`entered` and :func:`remember` of ``messages`` at once: each message's digest
+    is computed once (the remembered tail is mostly the one just matched)."""
+    reader = _Reader(messages, None)
+    start = _entered(reader, seen)
+    return start, Conversation(len(messages), reader.tail())
+
+
+def _entered(reader: _Reader, seen: Conversation | None) -> int:
     if seen is None or not seen.tail:
         return 0
-    tail, known = seen.tail, {}  # digests computed once, from the end, as needed
+    tail, at, total = seen.tail, reader.digest, len(reader.messages)
     k = len(tail)
-
-    def at(i: int) -> str:
-        if i not in known:
-            known[i] = digest(messages[i])
-        return known[i]
 
     def ends_at(p: int, j: int) -> bool:  # messages[p-j+1 .. p] == the tail's last j
         return all(at(p - i) == tail[k - 1 - i] for i in range(j))
 
     n = seen.length
-    if k <= n <= len(messages) and ends_at(n - 1, k):
+    if k <= n <= total and ends_at(n - 1, k):
         return n  # re-sent, grown at its end
-    for p in range(len(messages) - 1, k - 2, -1) if k >= 2 else ():
+    for p in range(total - 1, k - 2, -1) if k >= 2 else ():
         if ends_at(p, k):
             return p + 1  # the front was cut: after the latest whole tail
     lead = 0  # a summary the host put first: system or developer messages
-    while lead < len(messages) and role_of(messages[lead]) in ("system", "developer"):
+    while lead < total and role_of(reader.message(lead)) in ("system", "developer"):
         lead += 1
     least = 1 if lead else 2  # after a summary, one message of the tail is enough
-    for j in range(min(k - 1, len(messages) - lead), least - 1, -1):
+    for j in range(min(k - 1, total - lead), least - 1, -1):
         if ends_at(lead + j - 1, j):
             return lead + j  # the list starts inside the tail (after a summary)
     return 0
@@ -352,14 +404,16 @@ def record_messages(current: TurnActivity, messages: Sequence[Mapping[str, Any]]
     tool results; our own cue is skipped, and so is a message whose id this turn has seen."""
     ids, chars, texts = list(current.message_ids), current.user_chars, list(current.user_texts)
     results, names = current.message_tool_results, list(current.message_tool_names)
+    known = set(ids)  # looked up by id; ``ids`` keeps their order
     for m in messages:
         if is_own_message(m):
             continue
         ident = message_key(m)
         if ident:
-            if ident in ids or len(ids) >= MESSAGE_IDS_KEPT:
+            if ident in known or len(ids) >= MESSAGE_IDS_KEPT:
                 continue
             ids.append(ident)
+            known.add(ident)
         text = user_text(m)
         if text is not None:
             chars += utf16_len(text)
