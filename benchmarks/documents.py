@@ -1,28 +1,46 @@
-"""Project Documents throughput and search latency (prints JSON).
+"""Project Documents throughput and search latency by the number of active documents (prints JSON).
 
-- create and update ops/s on a root whose active set has room (no archive step), and creates
-  on a root kept full, so that every create archives the least recently used document first
-  (cold reference through the built-in worker into the embedded long-term store, then the
-  move), measured side by side in one run;
-- search latency (p50, p95) over 1,000 active documents of ~2 KB each, for a few queries.
+- At each scale (``--scales``, default 100, 1,000 and 10,000 active documents of ~2 KB each):
+  create and update ops/s at durability ``full`` (the default) and search latency (p50, p95;
+  the search root at durability ``off``, as the figures before it were taken), on roots
+  filled with the files and the index a fill through the API writes, written at once with
+  the library's pure functions (``--fill api`` creates them through ``documents.create`` at
+  durability ``off`` instead, and reports how long that took: every create rewrites the whole
+  index, so filling 10,000 documents that way takes minutes). The scales are measured in
+  interleaved blocks (the order alternates from block to block) and each figure is the median
+  over the blocks; the creates of a block add to its root (``--ops`` per block).
+- The ratios the acceptance reads: ``create_10k_vs_100`` and ``update_10k_vs_100`` (ops/s at
+  the largest scale over the smallest; target >= 0.5) and ``search_p50_10k_vs_100`` (target
+  <= 10); the keys name the largest and smallest scales measured.
+- The archive figures: create and update ops/s on a root whose active set has room, and
+  creates on a root kept full, so that every create archives the least recently used document
+  first (cold reference through the built-in worker into the embedded long-term store, then
+  the move), measured side by side.
 
-Usage: python benchmarks/documents.py [--docs N] [--ops N] [--dir DIR]
+Usage: python benchmarks/documents.py [--scales 100,1000,10000] [--blocks N] [--ops N]
+       [--searches N] [--fill api|direct] [--archive-ops N] [--dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mnemon_sm import Config, MemoryRoot
 
 TOPICS = ("deploy", "billing", "search", "auth", "cache", "ingest", "export", "tax")
+QUERIES = ("deploy state", "billing note 42", "service keeps", "zzz")
+BIG_LIMIT = 1024 * 1024 * 1024  # the largest active limit a root may have: no archiving
 
 
 def body(i: int) -> str:
@@ -30,58 +48,182 @@ def body(i: int) -> str:
     return f"# {topic.title()} note {i}\n\n" + f"The {topic} service keeps state {i}. " * 50
 
 
-def rate(n: int, fn: object) -> float:
+def title(i: int) -> str:
+    return f"{TOPICS[i % len(TOPICS)].title()} note {i}"
+
+
+def rate(n: int, fn: Callable[[int], object]) -> float:
     start = time.perf_counter()
     for i in range(n):
-        fn(i)  # type: ignore[operator]
+        fn(i)
     return n / (time.perf_counter() - start)
 
 
+def fill_api(path: Path, n: int) -> list[str]:
+    root = MemoryRoot.open(path, Config(durability="off", documents_active_limit=BIG_LIMIT))
+    try:
+        return [root.documents.create(title(i), body(i)).document.id for i in range(n)]
+    finally:
+        root.close()
+
+
+def fill_direct(path: Path, n: int) -> list[str]:
+    """The files and the index a fill through the API writes, written at once (no fsync)."""
+    from mnemon_sm.flows.documents import model, rules
+    from mnemon_sm.text import iso_ms
+
+    docs = path / "documents"
+    (docs / "active").mkdir(parents=True, exist_ok=True)
+    (docs / "archived").mkdir(parents=True, exist_ok=True)
+    start = int(time.time() * 1000) - n
+    records = []
+    for i in range(n):
+        request = {"title": title(i), "content": body(i)}
+        draft = rules.draft_create(request, str(uuid.uuid4()), iso_ms(start + i), str(path))
+        (path / draft.record.relative_path).write_bytes(draft.data)
+        records.append(draft.record)
+    (path / model.INDEX_PATH).write_bytes(model.encode_index(records))
+    return [r.id for r in records]
+
+
+def scale_block(
+    roots: tuple[MemoryRoot, MemoryRoot], ids: list[str], block: int, args: Any
+) -> dict[str, Any]:
+    """One block at one scale: creates and updates on the ``full`` root, then searches on the
+    ``off`` one."""
+    writer, searcher = roots
+    base = 1_000_000 * (block + 1)
+    create = rate(args.ops, lambda i: writer.documents.create(title(base + i), body(base + i)))
+    offset = block * args.ops
+    update = rate(
+        args.ops,
+        lambda i: writer.documents.update(
+            ids[(offset + i) % len(ids)], content=body(base + i + 7)
+        ),
+    )
+    latencies = []
+    for i in range(args.searches):
+        started = time.perf_counter()
+        searcher.documents.search(QUERIES[i % len(QUERIES)])
+        latencies.append(time.perf_counter() - started)
+    latencies.sort()
+    return {
+        "create": create,
+        "update": update,
+        "p50": statistics.median(latencies),
+        "p95": latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))],
+    }
+
+
+def scales(args: Any, base: Path) -> dict[str, Any]:
+    fill = fill_api if args.fill == "api" else fill_direct
+    opened: dict[int, tuple[MemoryRoot, MemoryRoot]] = {}
+    ids: dict[int, list[str]] = {}
+    fill_s: dict[int, float] = {}
+    for n in args.scales:
+        path = base / f"scale-{n}"
+        started = time.perf_counter()
+        ids[n] = fill(path, n)
+        fill_s[n] = time.perf_counter() - started
+        opened[n] = (
+            MemoryRoot.open(path, Config(documents_active_limit=BIG_LIMIT)),
+            MemoryRoot.open(path, Config(durability="off", documents_active_limit=BIG_LIMIT)),
+        )
+    blocks: dict[int, list[dict[str, Any]]] = {n: [] for n in args.scales}
+    for block in range(args.blocks):
+        order = args.scales if block % 2 == 0 else list(reversed(args.scales))
+        for n in order:
+            blocks[n].append(scale_block(opened[n], ids[n], block, args))
+    for writer, searcher in opened.values():
+        writer.close()
+        searcher.close()
+    out: dict[str, Any] = {}
+    for n in args.scales:
+        runs = blocks[n]
+        out[str(n)] = {
+            "fill_s": round(fill_s[n], 1),
+            "create_ops_per_s": round(statistics.median(r["create"] for r in runs), 1),
+            "update_ops_per_s": round(statistics.median(r["update"] for r in runs), 1),
+            "search_p50_ms": round(statistics.median(r["p50"] for r in runs) * 1e3, 2),
+            "search_p95_ms": round(statistics.median(r["p95"] for r in runs) * 1e3, 2),
+        }
+    return out
+
+
+def ratios(measured: dict[str, Any], small: int, large: int) -> dict[str, float]:
+    lo, hi = measured[str(small)], measured[str(large)]
+    tag = f"{_short(large)}_vs_{_short(small)}"
+    return {
+        f"create_{tag}": round(hi["create_ops_per_s"] / lo["create_ops_per_s"], 2),
+        f"update_{tag}": round(hi["update_ops_per_s"] / lo["update_ops_per_s"], 2),
+        f"search_p50_{tag}": round(hi["search_p50_ms"] / lo["search_p50_ms"], 2),
+    }
+
+
+def _short(n: int) -> str:
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+def archive_figures(args: Any, base: Path) -> dict[str, Any]:
+    roomy = MemoryRoot.open(base / "roomy", Config(long_term_store="embedded"))
+    created: list[str] = []
+    create = rate(
+        args.archive_ops,
+        lambda i: created.append(roomy.documents.create(f"Note {i}", body(i)).document.id),
+    )
+    update = rate(
+        args.archive_ops, lambda i: roomy.documents.update(created[i], content=body(i + 1))
+    )
+    size = roomy.documents.get(created[0])[0].size_bytes
+    full = MemoryRoot.open(
+        base / "full",
+        Config(long_term_store="embedded", documents_active_limit=size * 10 + size // 2),
+    )
+    for i in range(10):
+        full.documents.create(f"Seed {i}", body(i))
+    archiving = rate(args.archive_ops, lambda i: full.documents.create(f"Evicting {i}", body(i)))
+    roomy.close()
+    full.close()
+    return {
+        "create_ops_per_s": round(create, 1),
+        "update_ops_per_s": round(update, 1),
+        "create_with_archive_ops_per_s": round(archiving, 1),
+        "archive_step_slowdown": round(create / archiving, 1),
+        "document_bytes": size,
+    }
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--docs", type=int, default=1000)
-    parser.add_argument("--ops", type=int, default=60)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--scales", type=lambda s: [int(x) for x in s.split(",")], default=[100, 1000, 10000]
+    )
+    parser.add_argument("--blocks", type=int, default=5, help="interleaved blocks per scale")
+    parser.add_argument("--ops", type=int, default=10, help="creates and updates per block")
+    parser.add_argument("--searches", type=int, default=40, help="searches per block")
+    parser.add_argument("--fill", choices=("api", "direct"), default="direct")
+    parser.add_argument("--archive-ops", type=int, default=60)
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
+    args.scales = sorted(set(args.scales))
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         base = Path(tmp)
-        roomy = MemoryRoot.open(base / "roomy", Config(long_term_store="embedded"))
-        created: list[str] = []
-        create = rate(
-            args.ops,
-            lambda i: created.append(roomy.documents.create(f"Note {i}", body(i)).document.id),
-        )
-        update = rate(args.ops, lambda i: roomy.documents.update(created[i], content=body(i + 1)))
-        size = roomy.documents.get(created[0])[0].size_bytes
-        full = MemoryRoot.open(
-            base / "full",
-            Config(long_term_store="embedded", documents_active_limit=size * 10 + size // 2),
-        )
-        for i in range(10):
-            full.documents.create(f"Seed {i}", body(i))
-        archiving = rate(args.ops, lambda i: full.documents.create(f"Evicting {i}", body(i)))
-
-        big = MemoryRoot.open(base / "big", Config(durability="off"))
-        for i in range(args.docs):
-            big.documents.create(f"{TOPICS[i % len(TOPICS)].title()} note {i}", body(i))
-        latencies = []
-        for i in range(100):
-            query = ("deploy state", "billing note 42", "service keeps", "zzz")[i % 4]
-            start = time.perf_counter()
-            big.documents.search(query)
-            latencies.append(time.perf_counter() - start)
-        latencies.sort()
-        result = {
+        measured = scales(args, base)
+        result: dict[str, Any] = {
             "python": platform.python_version(),
-            "create_ops_per_s": round(create, 1),
-            "update_ops_per_s": round(update, 1),
-            "create_with_archive_ops_per_s": round(archiving, 1),
-            "archive_step_slowdown": round(create / archiving, 1),
-            "document_bytes": size,
-            "search_active_documents": args.docs,
-            "search_p50_ms": round(statistics.median(latencies) * 1e3, 1),
-            "search_p95_ms": round(latencies[94] * 1e3, 1),
+            "cpus": os.cpu_count(),
+            "fill": args.fill,
+            "blocks": args.blocks,
+            "ops_per_block": args.ops,
+            "searches_per_block": args.searches,
+            "write_durability": "full",
+            "search_durability": "off",
+            "scales": measured,
         }
+        if len(args.scales) > 1:
+            result["ratios"] = ratios(measured, args.scales[0], args.scales[-1])
+        if args.archive_ops > 0:
+            result["archive"] = archive_figures(args, base)
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
 

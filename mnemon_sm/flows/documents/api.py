@@ -19,6 +19,7 @@ from typing import Any
 from mnemon_sm.config import Config
 from mnemon_sm.errors import InvalidInput, ReadOnly
 from mnemon_sm.flows.documents import rules, store
+from mnemon_sm.flows.documents.cache import IndexCache
 from mnemon_sm.flows.documents.model import DocumentRecord
 from mnemon_sm.flows.documents.mutation import DocumentFlow, draft_on
 from mnemon_sm.flows.documents.search import DocumentSearchFlow
@@ -52,12 +53,13 @@ class Documents:
         self._files, self._locks, self._clock, self._config = files, locks, clock, config
         self._root_path = root_path.rstrip("/")
         self._mutex = threading.RLock()
+        self._cache = IndexCache()  # the index, parsed once per change (see its module)
         # The flow's opening repairs the crash windows of earlier writers.
         self._flow = DocumentFlow(
-            files, locks, clock, config, root_path, long_term, new_id, self._mutex
+            files, locks, clock, config, root_path, long_term, new_id, self._mutex, self._cache
         )
         self._op_mutex = threading.RLock()  # one mutation at a time per root in a process
-        self._search = DocumentSearchFlow(files, locks, clock, config, self._mutex)
+        self._search = DocumentSearchFlow(files, locks, clock, config, self._mutex, self._cache)
 
     # -- mutations -------------------------------------------------------------------------
 
@@ -137,13 +139,13 @@ class Documents:
     @host_only
     def get(self, doc_id: str) -> tuple[DocumentRecord, str | None]:
         """A document's record and body (None when its file is missing)."""
-        record = rules.find(store.read_index(self._files), doc_id)
+        record = rules.find(store.read_index(self._files, self._cache), doc_id)
         return record, store.read_body(self._files, record)
 
     @host_only
     def records(self) -> tuple[DocumentRecord, ...]:
         """Every document's record, active and archived."""
-        return store.read_index(self._files)
+        return store.read_index(self._files, self._cache)
 
     @host_only
     def search(
@@ -182,7 +184,7 @@ class Documents:
             raise ReadOnly()
         if operation not in ("create", "update"):
             raise InvalidInput("a preview is of a create or an update")
-        records = store.read_index(self._files)
+        records = store.read_index(self._files, self._cache)
         doc_id = PREVIEW_ID if operation == "create" else str(request.get("id") or "").strip()
         draft = draft_on(
             self._files, records, operation, request, doc_id, self._clock, self._root_path

@@ -17,7 +17,6 @@ against the caller's workspace and must stay inside it and outside the managed d
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import posixpath
@@ -43,11 +42,14 @@ __all__ = [
     "LOCK_NAME",
     "DocumentRecord",
     "body_of",
+    "check_index",
     "content_hash",
     "encode_index",
     "file_name",
+    "join_blocks",
     "normalize_body",
     "parse_index",
+    "record_block",
     "render",
     "slug",
 ]
@@ -137,18 +139,25 @@ _FILE_NAME = re.compile(r"^[a-z0-9-]{1,48}-[0-9a-f]{8}\.md$")
 def parse_index(data: bytes | None) -> tuple[DocumentRecord, ...]:
     """Parse the index strictly (a missing file is empty); raises ``CorruptStore``.
 
-    The last few parses are remembered by their bytes, so an unchanged index is parsed once.
+    Every call parses: a root keeps the last index it read or wrote, with its parse, in its
+    :class:`~mnemon_sm.flows.documents.cache.IndexCache`, so an unchanged index is parsed once.
     """
     if data is None:
         return ()
-    return _parse_index(data)
-
-
-@functools.lru_cache(maxsize=4)
-def _parse_index(data: bytes) -> tuple[DocumentRecord, ...]:
     label = f"invalid document index: {INDEX_PATH}"
     records = tuple(parse_versioned(data, _IndexDoc, path=INDEX_PATH, label=label).documents)
+    check_index(records)
+    return records
+
+
+def check_index(records: Sequence[DocumentRecord], checked: Sequence[DocumentRecord] = ()) -> None:
+    """The checks of :func:`parse_index` beyond the format: safe managed paths, unique ids.
+    Records that are ``checked`` (the very objects, already checked) are not checked again.
+    Raises ``CorruptStore``."""
+    known = set(map(id, checked))
     for r in records:
+        if id(r) in known:
+            continue
         if not _FILE_NAME.match(r.filename) or r.relative_path != r.path():
             raise CorruptStore(
                 f"document index contains an unsafe managed path: {r.relative_path!r}",
@@ -156,20 +165,26 @@ def _parse_index(data: bytes) -> tuple[DocumentRecord, ...]:
             )
     if len({r.id for r in records}) != len(records):
         raise CorruptStore("document index lists an id twice", path=INDEX_PATH)
-    return records
 
 
 def encode_index(records: Iterable[DocumentRecord]) -> bytes:
     """The index file: ``json.dumps(doc, indent=2, ensure_ascii=False)`` plus a newline, built
-    from each record's cached rendering (a property test proves the two byte-identical)."""
-    blocks = [_pretty(r) for r in records]
+    from each record's block (a property test proves the two byte-identical). A root encodes
+    through its :class:`~mnemon_sm.flows.documents.cache.IndexCache`, which keeps the blocks."""
+    return join_blocks([record_block(r) for r in records])
+
+
+def join_blocks(blocks: Sequence[bytes]) -> bytes:
+    """The index file made of the records' blocks (:func:`record_block`), in order."""
     if not blocks:
         return b'{\n  "version": 1,\n  "documents": []\n}\n'
-    return b'{\n  "version": 1,\n  "documents": [\n' + b",\n".join(blocks) + b"\n  ]\n}\n"
+    return b"".join(
+        (b'{\n  "version": 1,\n  "documents": [\n', b",\n".join(blocks), b"\n  ]\n}\n")
+    )
 
 
-@functools.lru_cache(maxsize=8192)
-def _pretty(record: DocumentRecord) -> bytes:
+def record_block(record: DocumentRecord) -> bytes:
+    """One record as the index file holds it (indented, without the separating comma)."""
     text = json.dumps(record.to_json(), indent=2, ensure_ascii=False)
     return ("\n".join("    " + line for line in text.split("\n"))).encode("utf-8")
 

@@ -80,6 +80,7 @@ from mnemon_sm.errors import (
     StorageError,
 )
 from mnemon_sm.flows.documents import rules, store
+from mnemon_sm.flows.documents.cache import IndexCache
 from mnemon_sm.flows.documents.model import (
     DOCUMENTS_DIR,
     INDEX_PATH,
@@ -87,8 +88,6 @@ from mnemon_sm.flows.documents.model import (
     SUMMARY_MAX,
     DocumentRecord,
     body_of,
-    encode_index,
-    parse_index,
     render,
 )
 from mnemon_sm.flows.documents.values import DocumentArchiveResult, DocumentResult
@@ -154,14 +153,16 @@ class DocumentFlow(FlowContext):
         long_term: Callable[[], LongTermMemory],
         new_id: Callable[[], str],
         mutex: threading.RLock,
+        cache: IndexCache,
     ) -> None:
         """``new_id`` is the id port (it gives a create its id, in planning); ``mutex``
         serializes the index's read-modify-write steps in this process (the index lock does
-        so across processes); it is never held while a worker runs. Constructing the flow
-        enters ``opening``, which repairs the crash windows of earlier writers."""
+        so across processes); it is never held while a worker runs. ``cache`` is the root's
+        index cache (every commit seeds it with what it wrote). Constructing the flow enters
+        ``opening``, which repairs the crash windows of earlier writers."""
         self.files, self.locks, self.clock, self.config = files, locks, clock, config
         self.root_path, self.long_term = root_path.rstrip("/"), long_term
-        self.new_id, self.mutex = new_id, mutex
+        self.new_id, self.mutex, self.cache = new_id, mutex, cache
         super().__init__()
 
     # -- validators ------------------------------------------------------------------------
@@ -188,7 +189,7 @@ class DocumentFlow(FlowContext):
         with contextlib.suppress(StorageError):
             if self.files.list(DOCUMENTS_DIR):
                 with self._locked():
-                    store.repair(self.files)
+                    store.repair(self.files, self.cache)
 
     def plan_request(
         self,
@@ -214,7 +215,7 @@ class DocumentFlow(FlowContext):
     def _plan(self, run: DocumentRun) -> tuple[str, DocumentRun]:
         """``plan_fits`` with the run as it is, or ``plan_overflow`` with the document to
         archive and its body; raises the request's typed error."""
-        records = store.read_index(self.files)
+        records = store.read_index(self.files, self.cache)
         if run.op == "archive":
             victim = rules.find(records, run.doc_id)
             if victim.status != "active":
@@ -279,8 +280,7 @@ class DocumentFlow(FlowContext):
         try:
             store.ensure_dirs(self.files)  # a directory swapped for a symlink meanwhile
             with self._locked():
-                raw = self.files.read(INDEX_PATH)
-                records = parse_index(raw)
+                raw, records = self.cache.read(self.files)
                 current = rules.find(records, victim.id)
                 if current.status != "active" or current.revision != victim.revision:
                     races = run.races + 1
@@ -338,10 +338,11 @@ class DocumentFlow(FlowContext):
                     memory_body_ids=spaces[:MEMORY_BODY_IDS_MAX],
                 )
                 after = tuple(archived if r.id == current.id else r for r in records)
-                index = encode_index(after)
+                index = self.cache.encode(after)
                 path = archived.path()
                 undo.write(path, render(archived, run.victim_body))
                 undo.write_over(INDEX_PATH, index, raw)
+                self.cache.remember(index, after)
             except MnemonError:
                 undo.rollback()
                 _withdraw(tools.service, applied)
@@ -352,8 +353,7 @@ class DocumentFlow(FlowContext):
         try:
             store.ensure_dirs(self.files)  # a directory swapped for a symlink meanwhile
             with self._locked():
-                raw = self.files.read(INDEX_PATH)
-                records = parse_index(raw)
+                raw, records = self.cache.read(self.files)
                 draft = self._draft_on(run, records)
                 plan = rules.plan(records, draft, self.config.documents_active_limit)
                 if not plan.fits:
@@ -363,12 +363,13 @@ class DocumentFlow(FlowContext):
                     after = (*records, draft.record)
                 else:
                     after = tuple(draft.record if r.id == draft.record.id else r for r in records)
-                index = encode_index(after)  # everything that can refuse, before any write
+                index = self.cache.encode(after)  # all that can refuse, before any write
                 path = draft.record.path()
                 undo = store.Undo(self.files, self.config.durability)
                 try:
                     undo.write(path, draft.data)
                     undo.write_over(INDEX_PATH, index, raw)
+                    self.cache.remember(index, after)  # the next operation parses nothing
                 except StorageError:
                     undo.rollback()  # a failed request leaves nothing to see or roll forward
                     raise

@@ -2,14 +2,16 @@
 
 The request is checked first by a pure validator (a string query, a limit in 1..50) and
 travels with the ``search`` event to the entry action of ``searching``; there, under the
-index lock, the index and every candidate's file are read, scored by
+index lock, the index is read and the candidates are scored by the rules of
 :func:`~mnemon_sm.flows.documents.rules.score`, ordered by score and then by the latest
 update, cut to the limit, and the access time of every document returned is recorded (that
 is what "least recently used" means for archiving) unless the request says
-``record_access: False`` (a worker's search counts no access). A document whose file is
-missing or unreadable is skipped, never an error. A read-only root records nothing and takes
-no lock (which would create its file): it reads the committed index and files, each replaced
-atomically.
+``record_access: False`` (a worker's search counts no access). The bodies come from the
+root's :class:`~mnemon_sm.flows.documents.search_index.SearchIndex`, which reads a file
+once per change of its document and verifies the file of every document it returns; a
+document whose file is missing or unreadable is skipped, never an error. A read-only root
+records nothing and takes no lock (which would create its file): it reads the committed index
+and files, each replaced atomically.
 
 As in every flow, a run's data travels with its events: the checked request exists only as the
 ``search`` event's argument and in the one step it reaches; the context keeps no per-search
@@ -38,7 +40,8 @@ from mnemon_sm.engine.flow import Machine
 from mnemon_sm.engine.registry import flow_context
 from mnemon_sm.errors import InvalidInput, LockTimeout, MnemonError, StorageError
 from mnemon_sm.flows.documents import rules, store
-from mnemon_sm.flows.documents.model import DocumentRecord
+from mnemon_sm.flows.documents.cache import IndexCache
+from mnemon_sm.flows.documents.search_index import SearchIndex
 from mnemon_sm.flows.documents.values import SearchHit
 from mnemon_sm.ports import Clock, Files, Locks
 from mnemon_sm.text import iso_ms
@@ -54,8 +57,16 @@ class DocumentSearchFlow(FlowContext):
     FLOW = "document_search"
 
     def __init__(
-        self, files: Files, locks: Locks, clock: Clock, config: Config, mutex: threading.RLock
+        self,
+        files: Files,
+        locks: Locks,
+        clock: Clock,
+        config: Config,
+        mutex: threading.RLock,
+        cache: IndexCache,
     ) -> None:
+        """``cache`` is the root's index cache; the search index is this flow's own (both
+        are used under ``mutex``)."""
         self.files, self.locks, self.clock, self.config, self.mutex = (
             files,
             locks,
@@ -63,6 +74,7 @@ class DocumentSearchFlow(FlowContext):
             config,
             mutex,
         )
+        self.cache, self.index = cache, SearchIndex()
         super().__init__()
 
     def check_request(self, request: Mapping[str, Any]) -> None:
@@ -92,19 +104,8 @@ class DocumentSearchFlow(FlowContext):
         self.settle(machine, "results_found" if hits else "nothing_found", hits)
 
     def _search(self, wanted: _Request, record: bool) -> list[SearchHit]:
-        records = store.read_index(self.files)
-        scored: list[tuple[int, DocumentRecord, str]] = []
-        for r in records:
-            if r.status != "active" and not wanted.archived:
-                continue
-            body = store.read_body(self.files, r)
-            if body is None:
-                continue
-            points = rules.score(wanted.query, r, body)
-            if points > 0:
-                scored.append((points, r, body))
-        scored.sort(key=lambda s: (-s[0], _desc(s[1].updated_at)))
-        top = scored[: wanted.limit]
+        records = store.read_index(self.files, self.cache)
+        top = self.index.search(self.files, records, wanted.query, wanted.limit, wanted.archived)
         if not top:
             return []
         now = iso_ms(self.clock.now_ms())
@@ -114,7 +115,7 @@ class DocumentSearchFlow(FlowContext):
         )
         if record:
             try:
-                store.write_index(self.files, touched, self.config.durability)
+                store.write_index(self.files, touched, self.cache, self.config.durability)
             except StorageError:
                 touched = records  # bookkeeping only: the results as stored
         fresh = {r.id: r for r in touched}
@@ -141,8 +142,3 @@ def _checked(request: Mapping[str, Any]) -> _Request:
         raise InvalidInput(f"limit must be an integer in 1..{SEARCH_LIMIT_MAX}")
     archived = bool(request.get("include_archived"))
     return _Request(query, wanted, archived, request.get("record_access", True) is not False)
-
-
-def _desc(stamp: str) -> tuple[int, ...]:
-    """Sort key putting later ISO timestamps first."""
-    return tuple(-ord(c) for c in stamp)

@@ -19,6 +19,10 @@ and opening has nothing to roll forward.
 
 Directories are checked to be real directories (never symlinks) before use; files are opened
 without following symlinks by the adapter.
+
+The index is read and written through the root's
+:class:`~mnemon_sm.flows.documents.cache.IndexCache` (parsed once per change, encoded from
+cached record blocks); the protocols above do not depend on it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import threading
 import attrs
 
 from mnemon_sm.errors import StorageError
+from mnemon_sm.flows.documents.cache import IndexCache
 from mnemon_sm.flows.documents.model import (
     ACTIVE_DIR,
     ARCHIVED_DIR,
@@ -38,9 +43,7 @@ from mnemon_sm.flows.documents.model import (
     DocumentRecord,
     body_of,
     content_hash,
-    encode_index,
     front_matter,
-    parse_index,
     render,
 )
 from mnemon_sm.ports import TEMP_NAME, Files, Locks
@@ -84,14 +87,21 @@ def ensure_dirs(files: Files) -> None:
         files.ensure_dir(directory)
 
 
-def read_index(files: Files) -> tuple[DocumentRecord, ...]:
-    return parse_index(files.read(INDEX_PATH))
+def read_index(files: Files, cache: IndexCache) -> tuple[DocumentRecord, ...]:
+    """The committed records (parsed only when the index changed since ``cache`` saw it)."""
+    return cache.read(files)[1]
 
 
 def write_index(
-    files: Files, records: tuple[DocumentRecord, ...], durability: str = "full"
+    files: Files,
+    records: tuple[DocumentRecord, ...],
+    cache: IndexCache,
+    durability: str = "full",
 ) -> None:
-    write_file(files, INDEX_PATH, encode_index(records), durability)
+    """Commit ``records`` as the index; ``cache`` then holds them (no parse follows)."""
+    data = cache.encode(records)
+    write_file(files, INDEX_PATH, data, durability)
+    cache.remember(data, records)
 
 
 def write_file(files: Files, path: str, data: bytes, durability: str = "full") -> None:
@@ -141,12 +151,12 @@ class Undo:
         self._done.clear()
 
 
-def repair(files: Files) -> tuple[DocumentRecord, ...]:
+def repair(files: Files, cache: IndexCache) -> tuple[DocumentRecord, ...]:
     """Bring the files and the index back into agreement after a crash (call under the lock).
 
     Returns the (possibly rolled-forward) records. Never removes the only copy of a body.
     """
-    records = list(read_index(files))
+    records = list(read_index(files, cache))
     changed = False
     for folder in (DOCUMENTS_DIR, ACTIVE_DIR, ARCHIVED_DIR):
         for name in files.list(folder):
@@ -177,7 +187,7 @@ def repair(files: Files) -> tuple[DocumentRecord, ...]:
             if isinstance(ident, str) and ident not in {r.id for r in records}:
                 files.remove(f"{ACTIVE_DIR}/{name}")  # an unacknowledged create
     if changed:
-        write_index(files, tuple(records))
+        write_index(files, tuple(records), cache)
     return tuple(records)
 
 
