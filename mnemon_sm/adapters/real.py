@@ -105,10 +105,18 @@ def _forget_in_process_locks() -> None:
     global _IN_PROCESS_GUARD
     _IN_PROCESS_GUARD = threading.Lock()
     _IN_PROCESS.clear()
+    _PID[0] = os.getpid()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_process_locks)
+
+
+_PID = [os.getpid()]  # this process's id, read once (a forked child reads its own)
+
+
+def _pid() -> int:
+    return _PID[0]
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -139,6 +147,7 @@ class RealFiles:
         self.root = Path(root)
         self._base = str(self.root)
         self._known: dict[str, str] = {}  # checked relative path -> absolute path
+        self._known_parts: dict[str, list[str]] = {}  # checked relative path -> components
         self._temps = itertools.count()
         # (thread, directory parts) -> directories pinned by locks that thread holds there
         self._pins: dict[tuple[int, tuple[str, ...]], list[_Dir]] = {}
@@ -175,9 +184,25 @@ class RealFiles:
         return full
 
     def _parts(self, path: str) -> list[str]:
-        """``path``'s components, after the path rules of :meth:`_abs`."""
-        self._abs(path)
-        return path.split("/")
+        """``path``'s components, after the path rules of :meth:`_abs` (a checked path's are
+        kept, a temporary file's until it is renamed or removed)."""
+        parts = self._known_parts.get(path)
+        if parts is None:
+            self._abs(path)
+            parts = path.split("/")
+            if not TEMP_NAME.match(parts[-1]):
+                self._known_parts[path] = parts
+        return parts
+
+    def _locate(self, parts: list[str]) -> tuple[_Dir | None, int | None, str]:
+        """``(opened, dir_fd, name)`` to reach the last of ``parts`` (see :meth:`_at`);
+        ``opened`` is the directory opened for this call, for the caller to close (None when a
+        held lock pins it)."""
+        pinned = self._pinned(parts[:-1])
+        if pinned is not None:
+            return None, pinned.fd, pinned.name(parts[-1])
+        where = _Dir.open(self, parts[:-1])
+        return where, where.fd, where.name(parts[-1])
 
     def _open_dir(self, parts: list[str], step: Callable[[int, str], int] | None = None) -> int:
         """An fd of the directory ``parts`` below the root, no component followed if it is a
@@ -212,8 +237,12 @@ class RealFiles:
             where.close()
 
     def _open(self, path: str, flags: int, mode: int = 0o600) -> int:
-        with self._at(self._parts(path)) as (fd, name):
+        opened, fd, name = self._locate(self._parts(path))
+        try:
             return os.open(name, flags | _NOFOLLOW | _CLOEXEC, mode, dir_fd=fd)
+        finally:
+            if opened is not None:
+                opened.close()
 
     def read(self, path: str) -> bytes | None:
         try:
@@ -254,26 +283,32 @@ class RealFiles:
         self._abs(path)  # the target obeys the path rules, not only the temp name
         directory, _, name = path.rpartition("/")
         # pid + time + a per-adapter counter: unique across processes; O_EXCL guards the rest.
-        stamp = f"{os.getpid()}.{time.time_ns() // 1_000_000}.{next(self._temps):x}"
+        stamp = f"{_pid()}.{time.time_ns() // 1_000_000}.{next(self._temps):x}"
         temp = f".{name}.{stamp}.tmp"
         temp_path = f"{directory}/{temp}" if directory else temp
         try:
-            with self._at(self._parts(temp_path)) as (dir_fd, leaf):
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-                try:
-                    fd = os.open(leaf, flags, 0o600, dir_fd=dir_fd)
-                except OSError as exc:
-                    raise _storage_error("create", temp_path, exc) from exc
-                try:
-                    _write_all(fd, data)
-                except OSError as exc:
-                    os.close(fd)
-                    with contextlib.suppress(OSError):
-                        os.unlink(leaf, dir_fd=dir_fd)
-                    raise _storage_error("write", temp_path, exc) from exc
-                os.close(fd)
+            opened, dir_fd, leaf = self._locate(
+                [*directory.split("/"), temp] if directory else [temp]
+            )
         except OSError as exc:  # a directory on the way is missing or a symlink
             raise _storage_error("create", temp_path, exc) from exc
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+            try:
+                fd = os.open(leaf, flags, 0o600, dir_fd=dir_fd)
+            except OSError as exc:
+                raise _storage_error("create", temp_path, exc) from exc
+            try:
+                _write_all(fd, data)
+            except OSError as exc:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(leaf, dir_fd=dir_fd)
+                raise _storage_error("write", temp_path, exc) from exc
+            os.close(fd)
+        finally:
+            if opened is not None:
+                opened.close()
         return temp_path
 
     def append(self, path: str, data: bytes) -> None:
@@ -307,9 +342,25 @@ class RealFiles:
 
     def rename(self, source: str, target: str) -> None:
         try:
+            source_parts, target_parts = self._parts(source), self._parts(target)
+            if source_parts[:-1] == target_parts[:-1]:  # one directory: reached once
+                opened, fd, old = self._locate(source_parts)
+                try:
+                    os.replace(
+                        old,
+                        target_parts[-1]
+                        if fd is not None
+                        else os.path.join(os.path.dirname(old), target_parts[-1]),
+                        src_dir_fd=fd,
+                        dst_dir_fd=fd,
+                    )
+                finally:
+                    if opened is not None:
+                        opened.close()
+                return
             with (
-                self._at(self._parts(source)) as (from_fd, old),
-                self._at(self._parts(target)) as (to_fd, new),
+                self._at(source_parts) as (from_fd, old),
+                self._at(target_parts) as (to_fd, new),
             ):
                 os.replace(old, new, src_dir_fd=from_fd, dst_dir_fd=to_fd)
         except OSError as exc:
