@@ -154,3 +154,16 @@ def test_invalid_documents_are_corrupt_and_name_the_problem(mutate, message: str
 def test_unparseable_documents_are_corrupt(data: bytes) -> None:
     with pytest.raises(CorruptStore):
         parse_source(data)
+
+
+def test_a_hot_run_copy_changes_only_what_it_names() -> None:
+    """``HotRun.but`` is ``attrs.evolve`` by hand: every field is carried over."""
+    import attrs as _attrs
+
+    from mnemon_sm.flows.hot.mutation import HotRun
+
+    names = [f.name for f in _attrs.fields(HotRun)]
+    full = HotRun(**{name: object() for name in names})
+    for name in names:
+        changed = full.but(**{name: None})
+        assert changed == _attrs.evolve(full, **{name: None})

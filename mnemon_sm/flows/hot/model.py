@@ -179,7 +179,7 @@ class HotStore:
         key = "of:" + target
         found: tuple[HotEntry, ...] | None = self._memo.get(key)
         if found is None:
-            found = tuple(e for e in self.entries if e.target == target)
+            found = tuple([e for e in self.entries if e.target == target])
             self._memo[key] = found
         return found
 
@@ -191,7 +191,7 @@ class HotStore:
         key = "bytes:" + target
         found: bytes | None = self._memo.get(key)
         if found is None:
-            found = _DELIMITER_BYTES.join(e.utf8 for e in self.of(target))
+            found = _DELIMITER_BYTES.join([e.utf8 for e in self.of(target)])
             self._memo[key] = found
         return found
 
@@ -213,7 +213,7 @@ class HotStore:
         """The exact bytes of ``memories.json``."""
         if not self.entries:
             return b'{\n  "version": 1,\n  "entries": []\n}\n'
-        body = b",\n".join(e.pretty for e in self.entries)
+        body = b",\n".join([e.pretty for e in self.entries])
         return b'{\n  "version": 1,\n  "entries": [\n' + body + b"\n  ]\n}\n"
 
     def canonical(self) -> bytes:

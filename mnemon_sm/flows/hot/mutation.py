@@ -108,6 +108,21 @@ class HotRun:
     verdict: Verdict | None = None  # which edge leaves deciding; None once it is left
     answers: tuple[Outcome, ...] | None = None  # a batch: each member's own outcome
 
+    def but(self, **changes: Any) -> HotRun:
+        """A copy with ``changes`` (``attrs.evolve``, without its generic cost: one request
+        makes several steps)."""
+        fields: dict[str, Any] = {
+            "store": self.store,
+            "outcome": self.outcome,
+            "preserved": self.preserved,
+            "sync_first": self.sync_first,
+            "failure": self.failure,
+            "verdict": self.verdict,
+            "answers": self.answers,
+        }
+        fields.update(changes)
+        return HotRun(**fields)
+
 
 _IDLE = HotRun()
 
@@ -134,13 +149,6 @@ def members_of(request: Mapping[str, object]) -> tuple[Mutation, ...]:
     return members
 
 
-def _checked(request: Mapping[str, object]) -> None:
-    if request.get("action") == "batch":
-        members_of(request)
-    else:
-        mutation_of(request)
-
-
 @flow_context("HotMutationFlow")
 class HotMutationFlow(FlowContext):
     """Drives one storage root's hot-memory machine. Not thread-safe: callers serialize."""
@@ -154,6 +162,9 @@ class HotMutationFlow(FlowContext):
         self._run = _IDLE
         self._locked = False  # held across steps; a failed release keeps it set
         self.writes_started = False  # the last request reached the commit protocol
+        # The request the validators checked and what they made of it, so that deciding it
+        # does not check it again (the very object the event carries; dropped with the run).
+        self._checked: tuple[object, Mutation | Compaction] | None = None
         try:
             super().__init__()
         finally:
@@ -223,6 +234,7 @@ class HotMutationFlow(FlowContext):
 
     def reset(self) -> None:
         self._run = _IDLE
+        self._checked = None
 
     # -- validators ------------------------------------------------------------------------
 
@@ -231,7 +243,10 @@ class HotMutationFlow(FlowContext):
             raise ReadOnly()
 
     def check_request(self, request: dict[str, object]) -> None:
-        _checked(request)
+        if request.get("action") == "batch":
+            members_of(request)
+        else:
+            self._checked = (request, mutation_of(request))
 
     # -- steps (entry, exit and transition actions) ----------------------------------------
 
@@ -261,7 +276,7 @@ class HotMutationFlow(FlowContext):
         if self._run.failure is None:
             store = self._attempt(self._reload)
             if store is not None:
-                self._run = attrs.evolve(self._run, store=store)
+                self._run = self._run.but(store=store)
 
     def repair_projections(self) -> None:
         store = self._run.store
@@ -276,18 +291,19 @@ class HotMutationFlow(FlowContext):
             assert store is not None
             now = iso_ms(self.ports.clock.now_ms())
             outcome, answers = plan_batch(store, members_of(request), now, self.config.limit)
-            run = attrs.evolve(run, outcome=outcome, answers=answers)
+            run = run.but(outcome=outcome, answers=answers)
         elif run.failure is None:
             assert store is not None
-            mutation = mutation_of(request)
+            checked = self._checked
+            mutation = checked[1] if checked and checked[0] is request else mutation_of(request)
             now = iso_ms(self.ports.clock.now_ms())
             limit = self.config.limit(mutation.target)
             if isinstance(mutation, Compaction):
                 outcome, done = plan_compaction(store, mutation, now, limit)
-                run = attrs.evolve(run, outcome=outcome, preserved=done.preserved)
+                run = run.but(outcome=outcome, preserved=done.preserved)
             else:
-                run = attrs.evolve(run, outcome=plan_mutation(store, mutation, now, limit))
-        self._run = attrs.evolve(run, verdict=verdict(run.outcome, run.failure))
+                run = run.but(outcome=plan_mutation(store, mutation, now, limit))
+        self._run = run.but(verdict=verdict(run.outcome, run.failure))
 
     def report_repaired(self, machine: Machine) -> None:
         """Raise ``repaired``: an event, not an eventless edge, so an exception that escapes a
@@ -297,7 +313,7 @@ class HotMutationFlow(FlowContext):
 
     def clear_verdict(self) -> None:
         """Leaving ``deciding`` takes its verdict: none of its guards holds afterwards."""
-        self._run = attrs.evolve(self._run, verdict=None)
+        self._run = self._run.but(verdict=None)
 
     def preserve_entries(self) -> None:
         """Append what a committing compaction takes out to the history (its fsync is left
@@ -305,7 +321,7 @@ class HotMutationFlow(FlowContext):
         round_ = self._run.preserved
         if round_ is not None:
             synced = self._attempt(self.history.append, round_, durability=self.config.durability)
-            self._run = attrs.evolve(self._run, sync_first=synced or ())
+            self._run = self._run.but(sync_first=synced or ())
 
     def commit(self) -> None:
         """The commit protocol for the decided plan, unless preserving the entries failed."""
@@ -377,7 +393,7 @@ class HotMutationFlow(FlowContext):
 
     def _fail(self, exc: MnemonError) -> None:
         if self._run.failure is None:  # the first failure is the one reported
-            self._run = attrs.evolve(self._run, failure=exc)
+            self._run = self._run.but(failure=exc)
 
     def _attempt(self, step: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:

@@ -168,7 +168,7 @@ def plan_mutation(store: HotStore, m: Mutation, now: str, limit: int) -> Outcome
     target, entries, used = m.target, store.of(m.target), store.used(m.target)
     if m.action == "add":
         assert m.content is not None
-        if any(e.content == m.content for e in entries):
+        if m.content in [e.content for e in entries]:
             message = "Entry already exists (no duplicate added)."
             return Unchanged(_receipt(store, target, limit, message, added=m.content))
         entry = HotEntry(m.content, now, now, target, m.importance or "normal")
@@ -185,7 +185,8 @@ def plan_mutation(store: HotStore, m: Mutation, now: str, limit: int) -> Outcome
         )
         return _checked(store, after, target, limit, "Entry removed.", removed=found.content)
     assert m.content is not None
-    if any(e.content == m.content and e is not found for e in entries):
+    contents = [e.content for e in entries]
+    if contents.count(m.content) > (found.content == m.content):  # another entry says it
         return Rejected(
             DuplicateEntry(f"Another {target} entry already says {_quote(m.content)}.")
         )
@@ -236,12 +237,22 @@ def _size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
+def _at(entries: tuple[HotEntry, ...], entry: HotEntry) -> int:
+    """The position of ``entry`` itself (not an equal one) in ``entries``."""
+    for i, e in enumerate(entries):
+        if e is entry:
+            return i
+    raise ValueError("entry not in entries")
+
+
 def _without(entries: tuple[HotEntry, ...], gone: HotEntry) -> tuple[HotEntry, ...]:
-    return tuple(e for e in entries if e is not gone)
+    i = _at(entries, gone)
+    return entries[:i] + entries[i + 1 :]
 
 
 def _swap(entries: tuple[HotEntry, ...], old: HotEntry, new: HotEntry) -> tuple[HotEntry, ...]:
-    return tuple(new if e is old else e for e in entries)
+    i = _at(entries, old)
+    return (*entries[:i], new, *entries[i + 1 :])
 
 
 def _match(entries: tuple[HotEntry, ...], target: str, old: str) -> HotEntry | RequestRejected:
