@@ -239,10 +239,7 @@ def _size(text: str) -> int:
 
 def _at(entries: tuple[HotEntry, ...], entry: HotEntry) -> int:
     """The position of ``entry`` itself (not an equal one) in ``entries``."""
-    for i, e in enumerate(entries):
-        if e is entry:
-            return i
-    raise ValueError("entry not in entries")
+    return list(map(id, entries)).index(id(entry))
 
 
 def _without(entries: tuple[HotEntry, ...], gone: HotEntry) -> tuple[HotEntry, ...]:
