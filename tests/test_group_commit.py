@@ -268,3 +268,36 @@ def test_a_batch_after_a_request_that_did_not_commit_starts_from_ready() -> None
     assert [r["success"] for r in results] == [True, True]  # type: ignore[index]
     assert root._flow.state == "committed"
     assert root.hot._group.batches == 1
+
+
+def test_a_caller_that_holds_the_mutex_already_leads_at_once() -> None:
+    """A re-entrant call (the mutex is this thread's) never waits for another leader, which
+    would be waiting for this very mutex; it settles the queue, the waiting caller's request
+    included. (The scenario runs on a daemon thread, so a deadlock fails the test.)"""
+    root, _ = _root()
+    group, mutex = root.hot._group, root.hot._shared.mutex
+    answers: list[object] = []
+    mine: list[object] = []
+
+    def scenario() -> None:
+        with mutex:
+            waiting = threading.Thread(
+                target=lambda: answers.append(_outcome(root, *add("queued"))), daemon=True
+            )
+            waiting.start()
+            deadline = time.monotonic() + 10
+            while not (group._leading and group._queue) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            mine.append(group._leading)
+            mine.append(_outcome(root, *add("re-entrant")))
+        waiting.join(10)
+
+    runner = threading.Thread(target=scenario, daemon=True)
+    runner.start()
+    runner.join(20)
+    assert not runner.is_alive(), "deadlocked"
+    assert mine[0] is True, "the other caller was leading, waiting for the mutex"
+    assert mine[1]["success"] and answers[0]["success"]  # type: ignore[index]
+    assert group.batches == 1
+    contents = [e.content for e in root.hot.snapshot().entries]
+    assert contents[-2:] == ["queued", "re-entrant"]

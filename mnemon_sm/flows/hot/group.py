@@ -14,9 +14,12 @@ the mutex takes every request queued so far, its own included, and settles them 
   one write of each changed file, one fsync round. Each caller gets its own receipt or error,
   the one it would have got had it taken the lock right after the request before it.
 
-A caller whose request was settled by another thread finds it settled when it gets the mutex
-and returns at once. Queue order is lock order (INV-HOT-7): concurrent callers never had an
-order to keep, and one caller's requests are in its own order, since it waits for each.
+One caller at a time leads: it takes the mutex (which capacity maintenance and context
+rendering hold too) and settles the queue; the others wait until it is done and are woken
+together, each returning at once with its answer if it was settled, or leading next. A caller
+that holds the mutex already (a re-entrant call) leads at once. Queue order is lock order
+(INV-HOT-7): concurrent callers never had an order to keep, and one caller's requests are in its
+own order, since it waits for each.
 
 When an exception other than a typed error escapes a batch (``KeyboardInterrupt`` in the
 settling thread, say), the settling thread gets it unchanged. The others are not left
@@ -76,6 +79,8 @@ class GroupCommit:
         self._flow, self._config, self._mutex = flow, config, mutex
         self._queue: list[_Slot] = []
         self._guard = threading.Lock()
+        self._woken = threading.Condition(self._guard)  # a leader is done
+        self._leading = False  # a caller is settling the queue (or waiting for the mutex)
         self.batches = 0  # batch events that answered (figures for benchmarks and tests)
         self.batched = 0  # requests those answered
 
@@ -84,6 +89,24 @@ class GroupCommit:
         slot = _Slot(action, fields)
         with self._guard:
             self._queue.append(slot)
+        if self._mutex._is_owned():  # type: ignore[attr-defined]  # re-entered: lead at once
+            self._lead(slot)
+            return slot.answer()
+        while not slot.done:
+            with self._guard:
+                if self._leading:  # a leader settles the queue and wakes everyone after
+                    self._woken.wait()
+                    continue
+                self._leading = True
+            try:
+                self._lead(slot)
+            finally:
+                with self._guard:
+                    self._leading = False
+                    self._woken.notify_all()
+        return slot.answer()
+
+    def _lead(self, slot: _Slot) -> None:
         with self._mutex:
             while not slot.done:  # a batch that was interrupted before writing puts it back
                 with self._guard:
@@ -92,7 +115,6 @@ class GroupCommit:
                         taken.append(slot)
                     self._queue = [s for s in self._queue if s not in taken]
                 self._settle(taken, slot)
-        return slot.answer()
 
     def _settle(self, taken: list[_Slot], own: _Slot) -> None:
         if len(taken) == 1:
