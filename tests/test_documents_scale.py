@@ -377,3 +377,75 @@ def test_an_unreadable_file_is_skipped_and_retried(monkeypatch: pytest.MonkeyPat
     assert root.documents.search("deploy") == []
     monkeypatch.setattr(files, "read", real)
     assert [h.document.id for h in root.documents.search("deploy")] == [doc.id]
+
+
+# -- the words of the search index: retired slots, rebuilds, the scan fallback, separators ---
+
+
+@pytest.mark.parametrize("floors", [(0, 0), (0, 64), (64, 0)])
+def test_word_lookup_equals_the_plain_scan_across_rebuilds_and_scans(
+    monkeypatch: pytest.MonkeyPatch, floors: tuple[int, int]
+) -> None:
+    """Many changes to few documents: slots are retired and (floor 0) the words rebuilt;
+    tokens held by many words are (floor 0) found by scanning the bodies. Bodies edited by
+    hand hold the words' separator; a query across it, or across two words, finds nothing
+    the plain scan does not."""
+    from mnemon_sm.flows.documents import search_index
+
+    monkeypatch.setattr(search_index, "COMPACT_FLOOR", floors[0])
+    monkeypatch.setattr(search_index, "SCAN_FLOOR", floors[1])
+    ports, _ = memory_ports()
+    root, other = open_root(ports), open_root(ports)
+    files = files_of(ports)
+    bodies = ["deploy state", "state-machine notes", "billing 42 deploy", "Straße ship-it"]
+    ids = [root.documents.create(f"Doc {i}", b).document.id for i, b in enumerate(bodies)]
+    queries = ["deploy", "state", "state-m", "e", "42", "ship", "\x00", "a\x00b", "y s",
+               "deploy\x00state", "strasse", "zzz", "-"]  # fmt: skip
+    words = search_index._Words
+    rebuilt = []
+    real = words.reset
+
+    def counting(self: Any) -> None:
+        rebuilt.append(1)
+        real(self)
+
+    monkeypatch.setattr(words, "reset", counting)
+    for step in range(30):
+        if step == 1:
+            rebuilt.clear()  # the parts' first indexing is done
+        doc = ids[step % len(ids)]
+        who = root if step % 3 else other
+        body = bodies[(step + step // 4) % 4]
+        who.documents.update(doc, content=f"{body} rev{step} deploy{step % 5}")
+        if step % 7 == 0:  # by hand: the separator inside a body, no record change
+            path = root.documents.get(doc)[0].path()
+            files.put(path, files.files[path].replace(b"rev", b"a\x00b deploy\x00state rev"))
+        advance(ports, 1000 if step % 2 else 0)
+        for query in queries:
+            assert indexed(root, query) == plain_scan(ports, query), (step, query)
+    assert bool(rebuilt) == (floors[0] == 0)  # rebuilt when retired slots outnumber live ones
+    part = root.documents._search.index._parts["active"]
+    assert part.words.live == len(ids)
+
+
+def test_a_record_replaced_in_place_is_checked_before_it_is_remembered() -> None:
+    """The quick way of :meth:`IndexCache.remember` (records replaced at their positions under
+    their ids, as recording access times does) still checks the replaced records."""
+    ports, _ = memory_ports()
+    root = open_root(ports)
+    for i in range(8):
+        root.documents.create(f"Doc {i}", f"body {i}")
+    cache = IndexCache()
+    _, records = cache.read(ports.files)
+    touched = list(records)
+    touched[3] = attrs.evolve(records[3], last_accessed_at="2030-01-01T00:00:00.000Z")
+    good, kept = cache.encode(touched), tuple(touched)
+    cache.remember(good, kept)
+    assert cache.load(good) is kept  # remembered: nothing parsed
+    unsafe = list(touched)
+    unsafe[5] = attrs.evolve(touched[5], relative_path="documents/active/../../x.md")
+    bad = cache.encode(unsafe)
+    cache.remember(bad, tuple(unsafe))
+    with pytest.raises(CorruptStore, match="unsafe"):
+        cache.load(bad)
+    assert cache.encode(records) == model.encode_index(records)

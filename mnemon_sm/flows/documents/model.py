@@ -150,8 +150,14 @@ def parse_index(data: bytes | None) -> tuple[DocumentRecord, ...]:
     return records
 
 
-def check_index(records: Sequence[DocumentRecord], checked: Sequence[DocumentRecord] = ()) -> None:
-    """The checks of :func:`parse_index` beyond the format: safe managed paths, unique ids.
+def check_index(
+    records: Sequence[DocumentRecord],
+    checked: Sequence[DocumentRecord] = (),
+    *,
+    unique: bool = True,
+) -> None:
+    """The checks of :func:`parse_index` beyond the format: safe managed paths, unique ids
+    (``unique=False``: the paths only, for records replacing others of the same ids).
     Records that are ``checked`` (the very objects, already checked) are not checked again.
     Raises ``CorruptStore``."""
     known = set(map(id, checked))
@@ -163,7 +169,7 @@ def check_index(records: Sequence[DocumentRecord], checked: Sequence[DocumentRec
                 f"document index contains an unsafe managed path: {r.relative_path!r}",
                 path=INDEX_PATH,
             )
-    if len({r.id for r in records}) != len(records):
+    if unique and len({r.id for r in records}) != len(records):
         raise CorruptStore("document index lists an id twice", path=INDEX_PATH)
 
 

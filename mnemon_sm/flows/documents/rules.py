@@ -197,7 +197,8 @@ def plan(records: Sequence[DocumentRecord], draft: Draft, limit: int) -> Plan:
 
 # -- search -----------------------------------------------------------------------------------
 
-_TOKENS = re.compile(r"[\w-]+")
+# A query token; the search index splits folded bodies into words of the same class.
+TOKEN = re.compile(r"[\w-]+")
 _EXCERPT_DROP = re.compile(r"[#>*_`\[\]]")
 EXCERPT_MAX = 220
 
@@ -210,7 +211,7 @@ def query_terms(query: str) -> tuple[str, list[str]]:
     """The folded query (the phrase) and its tokens, in order, repeats kept: what
     :func:`score` looks for ("" and no tokens: the empty query)."""
     q = fold(query.strip())
-    return q, _TOKENS.findall(q)
+    return q, TOKEN.findall(q)
 
 
 def score(query: str, record: DocumentRecord, body: str) -> int:

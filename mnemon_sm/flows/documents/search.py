@@ -109,16 +109,15 @@ class DocumentSearchFlow(FlowContext):
         if not top:
             return []
         now = iso_ms(self.clock.now_ms())
-        seen = {r.id for _, r, _ in top}
-        touched = tuple(
-            attrs.evolve(r, last_accessed_at=now) if r.id in seen else r for r in records
-        )
+        fresh = {r.id: attrs.evolve(r, last_accessed_at=now) for _, r, _ in top}
         if record:
+            touched = self.index.replaced(records, fresh)
             try:
                 store.write_index(self.files, touched, self.cache, self.config.durability)
             except StorageError:
-                touched = records  # bookkeeping only: the results as stored
-        fresh = {r.id: r for r in touched}
+                fresh = {r.id: r for _, r, _ in top}  # bookkeeping only: the results as stored
+            else:
+                self.index.follow(records, touched, fresh)
         return [SearchHit(fresh[r.id], b, p, rules.excerpt(b)) for p, r, b in top]
 
 
