@@ -95,11 +95,18 @@ def utf16_len(value: str) -> int:
     return len(value.encode("utf-16-le", "surrogatepass")) // 2
 
 
+_SECOND: list[tuple[int, str]] = [(-1, "")]  # the last second formatted, and its text
+
+
 def iso_ms(epoch_ms: int) -> str:
     """Format milliseconds since the epoch as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (UTC)."""
     seconds, millis = divmod(epoch_ms, 1000)
-    t = time.gmtime(seconds)
-    return (
-        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
-        f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{millis:03d}Z"
-    )
+    last, text = _SECOND[0]  # one read: another thread may replace it meanwhile
+    if seconds != last:
+        t = time.gmtime(seconds)
+        text = (
+            f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+            f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
+        )
+        _SECOND[0] = (seconds, text)
+    return f"{text}.{millis:03d}Z"

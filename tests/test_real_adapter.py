@@ -777,3 +777,17 @@ def test_threads_of_one_process_queue_for_a_lock_held_by_another_root_object(
     second.release(LOCK)
     first.acquire(LOCK, 50)
     first.release(LOCK)
+
+
+def test_temporary_files_never_renamed_leave_a_bounded_record(tmp_path: Path) -> None:
+    files = RealFiles(tmp_path)
+    files.ensure_dir("runtime")
+    temps = [files.write_temp("runtime/x.json", b"1") for _ in range(200)]
+    assert len(files._temp_parts) <= 64
+    files.rename(temps[-1], "runtime/x.json")  # a forgotten one still works by the rules
+    files.rename(temps[0], "runtime/x.json")
+    assert files.read("runtime/x.json") == b"1"
+    for temp in temps[1:-1]:
+        files.remove(temp)
+    assert files._temp_parts == {}
+    assert os.listdir(tmp_path / "runtime") == ["x.json"]

@@ -167,3 +167,30 @@ def test_a_hot_run_copy_changes_only_what_it_names() -> None:
     for name in names:
         changed = full.but(**{name: None})
         assert changed == _attrs.evolve(full, **{name: None})
+
+
+def test_iso_ms_agrees_with_datetime_across_seconds_in_any_order() -> None:
+    """The last second's text is reused: calls in the same second, the next one, an earlier
+    one and far away must all match an oracle built on datetime."""
+    from datetime import UTC, datetime
+
+    def oracle(ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
+            f"{ms % 1000:03d}Z"
+        )
+
+    base = 1_786_608_000_000
+    for ms in [
+        base,
+        base + 1,
+        base + 999,
+        base + 1000,
+        base - 1,
+        base,
+        0,
+        4_102_444_799_999,
+        base + 59_999,
+        base + 60_000,
+        base + 86_400_000,
+    ]:
+        assert iso_ms(ms) == oracle(ms), ms

@@ -148,6 +148,8 @@ class RealFiles:
         self._base = str(self.root)
         self._known: dict[str, str] = {}  # checked relative path -> absolute path
         self._known_parts: dict[str, list[str]] = {}  # checked relative path -> components
+        # temporary files this object made and has not renamed or removed yet (bounded)
+        self._temp_parts: dict[str, list[str]] = {}
         self._temps = itertools.count()
         # (thread, directory parts) -> directories pinned by locks that thread holds there
         self._pins: dict[tuple[int, tuple[str, ...]], list[_Dir]] = {}
@@ -186,7 +188,7 @@ class RealFiles:
     def _parts(self, path: str) -> list[str]:
         """``path``'s components, after the path rules of :meth:`_abs` (a checked path's are
         kept, a temporary file's until it is renamed or removed)."""
-        parts = self._known_parts.get(path)
+        parts = self._known_parts.get(path) or self._temp_parts.get(path)
         if parts is None:
             self._abs(path)
             parts = path.split("/")
@@ -286,10 +288,9 @@ class RealFiles:
         stamp = f"{_pid()}.{time.time_ns() // 1_000_000}.{next(self._temps):x}"
         temp = f".{name}.{stamp}.tmp"
         temp_path = f"{directory}/{temp}" if directory else temp
+        temp_parts = [*directory.split("/"), temp] if directory else [temp]
         try:
-            opened, dir_fd, leaf = self._locate(
-                [*directory.split("/"), temp] if directory else [temp]
-            )
+            opened, dir_fd, leaf = self._locate(temp_parts)
         except OSError as exc:  # a directory on the way is missing or a symlink
             raise _storage_error("create", temp_path, exc) from exc
         try:
@@ -309,6 +310,9 @@ class RealFiles:
         finally:
             if opened is not None:
                 opened.close()
+        if len(self._temp_parts) >= 64:  # temporaries nobody renamed or removed
+            self._temp_parts.clear()
+        self._temp_parts[temp_path] = temp_parts
         return temp_path
 
     def append(self, path: str, data: bytes) -> None:
@@ -343,6 +347,7 @@ class RealFiles:
     def rename(self, source: str, target: str) -> None:
         try:
             source_parts, target_parts = self._parts(source), self._parts(target)
+            self._temp_parts.pop(source, None)
             if source_parts[:-1] == target_parts[:-1]:  # one directory: reached once
                 opened, fd, old = self._locate(source_parts)
                 try:
@@ -386,7 +391,9 @@ class RealFiles:
 
     def remove(self, path: str) -> None:
         try:
-            with self._at(self._parts(path)) as (fd, name):
+            parts = self._parts(path)
+            self._temp_parts.pop(path, None)
+            with self._at(parts) as (fd, name):
                 os.unlink(name, dir_fd=fd)
         except FileNotFoundError:
             pass
