@@ -194,3 +194,26 @@ def test_iso_ms_agrees_with_datetime_across_seconds_in_any_order() -> None:
         base + 86_400_000,
     ]:
         assert iso_ms(ms) == oracle(ms), ms
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ([], []),
+        ([], [("x", "memory")]),  # an empty target against one entry
+        ([("a", "memory")], [("a", "memory")]),
+        ([("a", "memory")], [("b", "memory")]),
+        ([("a", "memory"), ("b", "memory")], [("a", "memory")]),
+        ([("a", "memory"), ("u", "user")], [("a", "memory")]),  # the other target differs
+        ([("ab", "memory")], [("a", "memory"), ("b", "memory")]),
+    ],
+)
+def test_same_projection_agrees_with_comparing_the_files(
+    left: list[tuple[str, str]], right: list[tuple[str, str]]
+) -> None:
+    def store(items: list[tuple[str, str]]) -> HotStore:
+        return HotStore(tuple(HotEntry(c, T, T, t) for c, t in items))  # type: ignore[arg-type]
+
+    a, b = store(left), store(right)
+    for target in ("memory", "user"):
+        assert a.same_projection(b, target) == (a.projection(target) == b.projection(target))

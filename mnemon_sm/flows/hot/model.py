@@ -204,6 +204,11 @@ class HotStore:
             self._memo[key] = found
         return found
 
+    def same_projection(self, other: HotStore, target: str) -> bool:
+        """Whether ``other``'s projection of ``target`` has the same bytes (compared without
+        building either file's text)."""
+        return self._joined_bytes(target) == other._joined_bytes(target)
+
     def projection(self, target: str) -> bytes:
         """The exact bytes of ``USER.md`` / ``MEMORY.md``."""
         data = self._joined_bytes(target)

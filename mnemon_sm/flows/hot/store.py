@@ -102,9 +102,8 @@ def write_projections(
 ) -> None:
     """Step 1 of a commit: replace each projection (of ``targets``) whose content changes."""
     for target in targets:
-        projection = after.projection(target)
-        if projection != before.projection(target):
-            replace_file(files, projection_path(target), projection, sync=False)
+        if not after.same_projection(before, target):
+            replace_file(files, projection_path(target), after.projection(target), sync=False)
 
 
 def write_source(
