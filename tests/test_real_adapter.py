@@ -791,3 +791,73 @@ def test_temporary_files_never_renamed_leave_a_bounded_record(tmp_path: Path) ->
         files.remove(temp)
     assert files._temp_parts == {}
     assert os.listdir(tmp_path / "runtime") == ["x.json"]
+
+
+# -- without fcntl (not POSIX): the filelock package locks the same file --------------------
+
+
+@pytest.mark.parametrize("name", [LOCK, "documents/.index.lock", "data/.dsh-memory-bodies.lock"])
+def test_without_fcntl_the_locks_keep_their_contract(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    from mnemon_sm.testing.contract import check_locks_contract
+
+    monkeypatch.setattr(real_module, "fcntl", None)
+    check_locks_contract(RealLocks(tmp_path), RealLocks(tmp_path), name)
+    assert real_module._PORTABLE == {}, "every filelock lock was released"
+    if name in REFERENCE_LOCKS:  # the reference's lock file is created and removed as before
+        assert not (tmp_path / name).exists()
+
+
+def test_without_fcntl_a_root_commits_and_a_dead_holder_frees_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(real_module, "fcntl", None)
+    root = MemoryRoot.open(tmp_path, Config(durability="off", lock_timeout_ms=100))
+    root.hot.add("memory", "kept without fcntl")
+    dead = RealLocks(tmp_path)
+    dead.acquire(LOCK, 100)
+    with pytest.raises(LockTimeout):
+        root.hot.add("memory", "waits for the holder")
+    dead.release_all()  # what the kernel does for a dead process
+    root.hot.add("memory", "after the holder died")
+    assert [e.content for e in root.hot.snapshot().entries] == [
+        "kept without fcntl",
+        "after the holder died",
+    ]
+    assert real_module._PORTABLE == {}
+
+
+def test_without_fcntl_another_process_is_kept_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-process queue only orders threads: across processes the filelock lock must
+    exclude on its own."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from mnemon_sm.adapters import real; real.fcntl = None; "
+            f"locks = real.RealLocks({str(tmp_path)!r}); locks.acquire({LOCK!r}, 5000); "
+            f"print('held', flush=True); sys.stdin.read(); locks.release({LOCK!r})",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(real_module, "fcntl", None)
+        with pytest.raises(LockTimeout):
+            RealLocks(tmp_path).acquire(LOCK, 200)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)
+    locks = RealLocks(tmp_path)
+    locks.acquire(LOCK, 5000)
+    locks.release(LOCK)

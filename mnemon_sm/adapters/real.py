@@ -33,7 +33,9 @@ too, by the reference's rules:
 4. release removes the reference's name if it still carries our marker, then drops the
    ``flock``.
 
-Every other lock name is a plain ``flock`` on the file of that name.
+Every other lock name is a plain ``flock`` on the file of that name. Where the platform has no
+``fcntl`` (not POSIX), the filelock package locks the same file instead; everything else is
+unchanged.
 
 Threads of one process first queue on a process-wide ``threading.Lock`` of the lock file (real
 root path + name), so a waiting thread is woken at once instead of polling the ``flock``; the
@@ -52,7 +54,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import itertools
 import os
 import stat
@@ -61,11 +62,19 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from mnemon_sm.errors import LockTimeout, MnemonError, StorageError
 from mnemon_sm.ports import TEMP_NAME, Ports, Stamp
 
 __all__ = ["REFERENCE_LOCKS", "RealFiles", "RealLocks", "SystemClock", "real_ports"]
+
+fcntl: ModuleType | None
+try:
+    import fcntl
+except ImportError:  # not POSIX: the filelock package locks the file instead (see _flock)
+    fcntl = None
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -526,7 +535,7 @@ class RealLocks:
         try:
             where = self._directory(name, parts[:-1])
             try:
-                fd = _flock(name, where, flock_leaf, deadline, timeout_ms)
+                fd = _flock(name, where, flock_leaf, deadline, timeout_ms, self._path_of(name))
                 try:
                     st = os.fstat(fd)
                     mine = (st.st_dev, st.st_ino)
@@ -535,7 +544,7 @@ class RealLocks:
                             name, where, leaf, flock_leaf, fd, mine, deadline, timeout_ms
                         )
                 except BaseException:
-                    os.close(fd)  # drops the flock
+                    _unlock(fd)
                     raise
             except BaseException:
                 where.close()
@@ -545,6 +554,14 @@ class RealLocks:
             raise
         self._held[name] = (fd, where, leaf if reference else None, mine, queue)
         self._files.pin(parts[:-1], where)
+
+    def _path_of(self, name: str) -> str:
+        """The absolute path of the file ``name``'s lock is taken on (for the filelock
+        package, where there is no ``fcntl``)."""
+        full = self._files._abs(name)
+        if name in REFERENCE_LOCKS:
+            return full.removesuffix(".lock") + ".flock"
+        return full
 
     def _queue(self, name: str) -> threading.Lock:
         """The process-wide lock of ``name`` in this root (one per real lock file)."""
@@ -582,7 +599,7 @@ class RealLocks:
             # The file keeps our marker: the next holder of the flock removes it at once.
             raise _storage_error("release the lock", name, exc) from exc
         finally:
-            os.close(fd)  # drops the flock
+            _unlock(fd)
             where.close()
             queue.release()
 
@@ -592,7 +609,7 @@ class RealLocks:
         held, self._held = self._held, {}
         for name, (fd, where, _, _, queue) in held.items():
             self._files.unpin(self._files._parts(name)[:-1], where)
-            os.close(fd)
+            _unlock(fd)
             where.close()
             queue.release()
 
@@ -632,9 +649,10 @@ def _timeout(name: str, timeout_ms: int) -> LockTimeout:
     return LockTimeout(f"timed out after {timeout_ms} ms waiting for the lock {name}")
 
 
-def _flock(name: str, where: _Dir, leaf: str, deadline: float, timeout_ms: int) -> int:
-    """Open (creating it 0600, never through a symlink) and ``flock`` ``leaf`` of ``where``;
-    return the fd."""
+def _flock(name: str, where: _Dir, leaf: str, deadline: float, timeout_ms: int, path: str) -> int:
+    """Open (creating it 0600, never through a symlink) and lock ``leaf`` of ``where`` (at
+    ``path``); return the fd. ``flock`` on POSIX; elsewhere the filelock package locks the
+    same file (:func:`_unlock` releases either way)."""
     try:
         fd = os.open(
             where.name(leaf),
@@ -644,6 +662,8 @@ def _flock(name: str, where: _Dir, leaf: str, deadline: float, timeout_ms: int) 
         )
     except OSError as exc:
         raise _storage_error("lock", name, exc) from exc
+    if fcntl is None:
+        return _portable_lock(name, fd, path, deadline, timeout_ms)
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -657,6 +677,38 @@ def _flock(name: str, where: _Dir, leaf: str, deadline: float, timeout_ms: int) 
             os.close(fd)
             raise _timeout(name, timeout_ms)
         time.sleep(_LOCK_POLL_S)
+
+
+# fd -> the filelock lock held on that fd's file (platforms without fcntl only)
+_PORTABLE: dict[int, Any] = {}
+
+
+def _portable_lock(name: str, fd: int, path: str, deadline: float, timeout_ms: int) -> int:
+    """Without ``fcntl``: lock ``path`` (the file ``fd`` is open on) with the filelock
+    package, which the design names for such platforms."""
+    import filelock
+
+    lock = filelock.FileLock(path, is_singleton=False, thread_local=False)
+    try:
+        lock.acquire(timeout=max(0.0, deadline - time.monotonic()), poll_interval=_LOCK_POLL_S)
+    except filelock.Timeout:
+        os.close(fd)
+        raise _timeout(name, timeout_ms) from None
+    except OSError as exc:
+        os.close(fd)
+        raise _storage_error("lock", name, exc) from exc
+    _PORTABLE[fd] = lock
+    return fd
+
+
+def _unlock(fd: int) -> None:
+    """Drop the lock held on ``fd`` and close it (closing drops a ``flock``)."""
+    lock = _PORTABLE.pop(fd, None)
+    try:
+        if lock is not None:
+            lock.release(force=True)
+    finally:
+        os.close(fd)
 
 
 def _claim_reference(
