@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.flows.documents.journal import JOURNAL_MAX
 
 TOPICS = ("deploy", "billing", "search", "auth", "cache", "ingest", "export", "tax")
 QUERIES = ("deploy state", "billing note 42", "service keeps", "zzz")
@@ -115,39 +116,68 @@ def scale_block(
     }
 
 
-def scales(args: Any, base: Path) -> dict[str, Any]:
+def scales(args: Any, base: Path) -> dict[str, dict[str, Any]]:
+    """Per index mode, per scale: the medians over the blocks (modes and scales interleaved
+    in every block)."""
     fill = fill_api if args.fill == "api" else fill_direct
-    opened: dict[int, tuple[MemoryRoot, MemoryRoot]] = {}
-    ids: dict[int, list[str]] = {}
-    fill_s: dict[int, float] = {}
-    for n in args.scales:
-        path = base / f"scale-{n}"
-        started = time.perf_counter()
-        ids[n] = fill(path, n)
-        fill_s[n] = time.perf_counter() - started
-        opened[n] = (
-            MemoryRoot.open(path, Config(documents_active_limit=BIG_LIMIT)),
-            MemoryRoot.open(path, Config(durability="off", documents_active_limit=BIG_LIMIT)),
-        )
-    blocks: dict[int, list[dict[str, Any]]] = {n: [] for n in args.scales}
+    opened: dict[tuple[str, int], tuple[MemoryRoot, MemoryRoot]] = {}
+    ids: dict[tuple[str, int], list[str]] = {}
+    fill_s: dict[tuple[str, int], float] = {}
+    for mode in args.modes:
+        for n in args.scales:
+            key, path = (mode, n), base / f"{mode}-{n}"
+            started = time.perf_counter()
+            ids[key] = fill(path, n)
+            fill_s[key] = time.perf_counter() - started
+            limit = BIG_LIMIT
+            opened[key] = (
+                MemoryRoot.open(path, Config(documents_active_limit=limit, documents_index=mode)),
+                MemoryRoot.open(
+                    path,
+                    Config(durability="off", documents_active_limit=limit, documents_index=mode),
+                ),
+            )
+    blocks: dict[tuple[str, int], list[dict[str, Any]]] = {key: [] for key in opened}
+    compactions = _count_compactions()
+    keys = list(opened)
     for block in range(args.blocks):
-        order = args.scales if block % 2 == 0 else list(reversed(args.scales))
-        for n in order:
-            blocks[n].append(scale_block(opened[n], ids[n], block, args))
+        for key in keys if block % 2 == 0 else reversed(keys):
+            blocks[key].append(scale_block(opened[key], ids[key], block, args))
     for writer, searcher in opened.values():
         writer.close()
         searcher.close()
-    out: dict[str, Any] = {}
-    for n in args.scales:
-        runs = blocks[n]
-        out[str(n)] = {
-            "fill_s": round(fill_s[n], 1),
+    out: dict[str, dict[str, Any]] = {mode: {} for mode in args.modes}
+    for (mode, n), runs in blocks.items():
+        key = (mode, n)
+        out[mode][str(n)] = {
+            "fill_s": round(fill_s[key], 1),
+            "journal_compactions": compactions.get(str(base / f"{mode}-{n}"), 0),
             "create_ops_per_s": round(statistics.median(r["create"] for r in runs), 1),
             "update_ops_per_s": round(statistics.median(r["update"] for r in runs), 1),
             "search_p50_ms": round(statistics.median(r["p50"] for r in runs) * 1e3, 2),
             "search_p95_ms": round(statistics.median(r["p95"] for r in runs) * 1e3, 2),
         }
     return out
+
+
+def _count_compactions() -> dict[str, int]:
+    """Counts, per root path, the journal compactions made while blocks run (informational:
+    they are part of what the writes cost, and the block must be long enough to include them).
+    """
+    from mnemon_sm.flows.documents.cache import IndexCache
+
+    counts: dict[str, int] = {}
+    real = IndexCache.compact
+
+    def counting(self: IndexCache, files: Any, durability: str, *, due_only: bool = True) -> bool:
+        done = real(self, files, durability, due_only=due_only)
+        if done and due_only:
+            root = str(getattr(files, "root", "?"))
+            counts[root] = counts.get(root, 0) + 1
+        return done
+
+    IndexCache.compact = counting  # type: ignore[method-assign]
+    return counts
 
 
 def ratios(measured: dict[str, Any], small: int, large: int) -> dict[str, float]:
@@ -199,7 +229,15 @@ def main() -> None:
         "--scales", type=lambda s: [int(x) for x in s.split(",")], default=[100, 1000, 10000]
     )
     parser.add_argument("--blocks", type=int, default=5, help="interleaved blocks per scale")
-    parser.add_argument("--ops", type=int, default=10, help="creates and updates per block")
+    parser.add_argument(
+        "--ops", type=int, default=150, help="creates and updates per block (each)"
+    )
+    parser.add_argument(
+        "--modes",
+        type=lambda s: s.split(","),
+        default=["file", "journal"],
+        help="documents_index modes measured side by side",
+    )
     parser.add_argument("--searches", type=int, default=40, help="searches per block")
     parser.add_argument("--fill", choices=("api", "direct"), default="direct")
     parser.add_argument("--archive-ops", type=int, default=60)
@@ -218,10 +256,14 @@ def main() -> None:
             "searches_per_block": args.searches,
             "write_durability": "full",
             "search_durability": "off",
+            "journal_max_bytes": JOURNAL_MAX,
             "scales": measured,
         }
         if len(args.scales) > 1:
-            result["ratios"] = ratios(measured, args.scales[0], args.scales[-1])
+            result["ratios"] = {
+                mode: ratios(measured[mode], args.scales[0], args.scales[-1])
+                for mode in args.modes
+            }
         if args.archive_ops > 0:
             result["archive"] = archive_figures(args, base)
     json.dump(result, sys.stdout, indent=2)

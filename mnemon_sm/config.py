@@ -27,10 +27,11 @@ import attrs
 from mnemon_sm.convert import StructureFailed, camel_case, register_camel_case, structure
 from mnemon_sm.errors import InvalidConfig
 
-__all__ = ["Config", "Durability", "Projections"]
+__all__ = ["Config", "DocumentIndex", "Durability", "Projections"]
 
 Durability = Literal["full", "normal", "off"]
 Projections = Literal["eager", "lazy"]
+DocumentIndex = Literal["file", "journal"]
 LongTermBackend = Literal["auto", "embedded", "mnemon"]
 Mode = Literal["guided", "off"]
 
@@ -126,6 +127,14 @@ class Config:
         mnemon_path: the Mnemon executable to use. mnemon_timeout_ms: per CLI call.
         documents_active_limit: rendered bytes all active Documents may take (1 KiB..1 GiB);
             a document that does not fit makes the least recently used one archived.
+        documents_index: ``file`` (the default) commits every document change by rewriting
+            ``documents/index.json``, so other readers of the file (the reference
+            implementation among them) always see every document; ``journal`` appends the
+            changed records to ``documents/index.journal`` instead and folds it into
+            ``index.json`` every 256 KiB and when the root closes: a commit's cost no longer
+            grows with the number of documents (a rewrite of several megabytes at 10,000), but
+            a reader of ``index.json`` alone may see it a few hundred changes behind. Every
+            root reads the journal whatever its mode, and a ``file`` root folds one it finds.
         worker_timeout_ms: how long the host waits for a worker run (100..3600000, default
             180000); a run past it is cancelled and fails with ``WorkerTimeout``, nothing
             written. worker_timeouts_ms: per-kind overrides, e.g. ``{"archive": 600000}``
@@ -157,6 +166,9 @@ class Config:
     mnemon_timeout_ms: int = attrs.field(default=10_000, validator=_between(*_MNEMON_RANGE))
     documents_active_limit: int = attrs.field(
         default=DOCUMENTS_ACTIVE_LIMIT, validator=_between(*_DOCUMENTS_RANGE)
+    )
+    documents_index: DocumentIndex = attrs.field(
+        default="file", validator=_one_of("file", "journal")
     )
     worker_timeout_ms: int = attrs.field(
         default=WORKER_TIMEOUT_MS, validator=_between(*_WORKER_RANGE)

@@ -42,11 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--limit", type=int, required=True)
     parser.add_argument("--lock-timeout-ms", type=int, default=60_000)
+    parser.add_argument("--index", choices=("file", "journal"), default="file")
     opts = parser.parse_args(argv)
     config = Config(
         durability="normal",
         documents_active_limit=opts.limit,
         lock_timeout_ms=opts.lock_timeout_ms,
+        documents_index=opts.index,
     )
     root = MemoryRoot.open(opts.root, config)
     _emit({"ready": True, "proc": opts.proc, "pid": os.getpid()})

@@ -362,7 +362,17 @@ STATE_DRIVERS: dict[
         _prepare_long_term,
         lambda root: root.long_term.rebuild_index(),
     ),
+    # Closing ends in the final state either way: "usable" is closing again being a no-op.
+    ("document_mutation", "closing"): (
+        lambda root, ports: root.documents.create("Runbook", "Deploy steps"),
+        lambda root: _close_documents(root),
+    ),
 }
+
+
+def _close_documents(root: MemoryRoot) -> None:
+    if root.documents._flow.state != "closed":
+        root.documents._flow.close()
 
 
 @pytest.mark.parametrize(("flow", "state"), [p for p in _abortable() if p[0] in DRIVERS])

@@ -26,7 +26,8 @@ from mnemon_sm.errors import (
     StorageError,
 )
 from mnemon_sm.flows.documents.api import Documents
-from mnemon_sm.flows.documents.model import INDEX_PATH, render, slug
+from mnemon_sm.flows.documents.journal import JOURNAL_PATH
+from mnemon_sm.flows.documents.model import INDEX_PATH, content_hash, parse_index, render, slug
 from mnemon_sm.flows.documents.values import DocumentResult
 from mnemon_sm.ports import Ports
 from mnemon_sm.ports.long_term.checks import Prepared
@@ -720,8 +721,8 @@ class PortStories:
             return ports
         return attrs.evolve(ports, workers=ScriptedWorkers({"document_archive": script}, self.log))
 
-    def open(self, ports: Ports) -> MemoryRoot:
-        self.roots.append(MemoryRoot.open("/roots/r", PORTS_CONFIG, ports=ports))
+    def open(self, ports: Ports, config: Config = PORTS_CONFIG) -> MemoryRoot:
+        self.roots.append(MemoryRoot.open("/roots/r", config, ports=ports))
         return self.roots[-1]
 
     def observed(self) -> dict[tuple[str, str], set[str]]:
@@ -752,6 +753,40 @@ def _repair_archive_and_search(stories: PortStories) -> None:
         root.documents.create("", "no title")  # refused in planning
     root.documents.search("runbook")
     root.documents.search("runbook", limit=5, include_archived=True, record_access=False)
+
+
+def _journal_mode(stories: PortStories) -> None:
+    """A journal-mode root commits creates, an update, a search and an archive as journal
+    lines; a file-mode root opened before them folds the journal when it records a
+    search; a journal-mode opening rolls an update whose line was lost forward as a line;
+    closing folds the journal into the index."""
+    ports = stories.ports()
+    journal = attrs.evolve(PORTS_CONFIG, documents_index="journal")
+    plain = stories.open(ports)
+    root = stories.open(ports, journal)
+    ids = fill(root, ports, 3)
+    root.documents.update(ids[2], content="short now")
+    root.documents.search("runbook")
+    root.documents.archive(ids[0])
+    assert JOURNAL_PATH in files_of(ports)
+    plain.documents.search("runbook")  # a file-mode commit: index.json holds it all now
+    assert JOURNAL_PATH not in files_of(ports)
+    root.documents.update(ids[1], content="a line of the journal")
+    record, _ = root.documents.get(ids[2])
+    files = ports.files
+    assert isinstance(files, MemoryFiles)
+    body = "rolled forward"
+    newer = attrs.evolve(
+        record, updated_at="2030-01-01T00:00:00.000Z", content_hash=content_hash(body)
+    )
+    files.put(record.path(), render(newer, body))  # an update that crashed before its line
+    reopened = stories.open(ports, journal)
+    assert reopened.documents.get(ids[2])[1] == body
+    lines = files_of(ports)[JOURNAL_PATH].count(b"\n")
+    assert lines == 2  # the update of ids[1], then the roll-forward
+    reopened.close()
+    assert JOURNAL_PATH not in files_of(ports)
+    assert parse_index(files_of(ports)[INDEX_PATH]) == root.documents.records()
 
 
 def _a_reference_found_on_disk(stories: PortStories) -> None:
@@ -847,6 +882,7 @@ def test_port_calls_in_each_state_are_the_ones_the_spec_declares() -> None:
     assert "long_term.remember" not in observed[("document_mutation", "delegating")]
     _a_reference_found_on_disk(stories)
     _storage_failures(stories)
+    _journal_mode(stories)
     gaps = port_gaps(stories.observed(), PORT_FLOWS)
     assert gaps == {}, "\n".join(
         f"{state}: undeclared {sorted(extra)}, declared but never called {sorted(unused)}"

@@ -19,11 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.errors import CorruptStore
+from mnemon_sm.errors import CorruptStore, DocumentConflict
 from mnemon_sm.flows.documents import model, rules
 from mnemon_sm.flows.documents.cache import IndexCache
 from mnemon_sm.flows.documents.model import INDEX_PATH, DocumentRecord, body_of, parse_index
 from mnemon_sm.flows.documents.search_index import _descending
+from mnemon_sm.flows.documents.undo import Undo
 from mnemon_sm.ports import Ports
 from mnemon_sm.testing.memory import MemoryFiles, memory_ports
 
@@ -134,21 +135,25 @@ def test_one_change_serialises_one_record_and_the_cache_holds_one_index(
     assert encodes == [new.id]
     cache = root.documents._cache
     assert set(cache._blocks) == {r.id for r in root.documents.records()}  # the bound
-    data, records = cache._seen
-    assert data == files_of(ports).files[INDEX_PATH] and records == root.documents.records()
+    assert cache._index.data == files_of(ports).files[INDEX_PATH]
+    assert cache._view.records == root.documents.records() == parse_index(cache._index.data)
 
 
-def test_records_the_parse_would_refuse_are_not_remembered() -> None:
-    """An id port that repeats itself makes an index with an id twice: the commit writes it
-    and the next read reports it, in this process as in any other."""
+@pytest.mark.parametrize("mode", ["file", "journal"])
+def test_a_create_whose_drawn_id_the_index_holds_is_refused_and_writes_nothing(mode: str) -> None:
+    """Regression: an id port that repeats itself once made the commit write an index with
+    an id twice (every later read refused it); now the create is refused before any write and
+    the first document stays as it was, in this process as in any other."""
     ports, _ = memory_ports()
     ports = attrs.evolve(ports, ids=_SameId())
-    root = open_root(ports)
-    root.documents.create("One", "one body")
-    root.documents.create("Two", "two body")
+    root = open_root(ports, attrs.evolve(CONFIG, documents_index=mode))
+    one = root.documents.create("One", "one body").document
+    before = dict(files_of(ports).files)
+    with pytest.raises(DocumentConflict, match="already"):
+        root.documents.create("Two", "two body")
+    assert files_of(ports).files == before
     for reader in (root, open_root(ports)):
-        with pytest.raises(CorruptStore, match="twice"):
-            reader.documents.records()
+        assert reader.documents.records() == (one,)
 
 
 class _SameId:
@@ -156,15 +161,24 @@ class _SameId:
         return "0123abcd-0000-4000-8000-000000000000"
 
 
-def test_a_rejected_record_check_and_a_good_one() -> None:
-    cache = IndexCache()
+@pytest.mark.parametrize("mode", ["file", "journal"])
+def test_a_record_the_parse_would_refuse_is_never_committed(mode: str) -> None:
+    """The commit checks the records it writes as the parse would (safe managed paths) and
+    refuses one before writing anything; a good one is committed and read back as it is."""
+    ports, _ = memory_ports()
+    files = files_of(ports)
+    files.ensure_dir("documents")
+    cache = IndexCache(mode)
     good = rules.draft_create({"title": "T", "content": "c"}, "0123abcd-1", "now", "/w").record
-    data = model.encode_index([good])
-    cache.remember(data, (good,))
-    assert cache.load(data) == (good,)
-    bad = attrs.evolve(good, filename="../x.md")
-    cache.remember(b"other", (bad,))
-    assert cache._seen == (data, (good,))  # not remembered
+    cache.view(files)
+    view = cache.commit(files, Undo(files), [good], "off")
+    assert view.records == (good,) and view.active_bytes == good.size_bytes
+    before = dict(files.files)
+    for bad in (attrs.evolve(good, filename="../x.md"), attrs.evolve(good, relative_path="x")):
+        with pytest.raises(CorruptStore, match="unsafe"):
+            cache.commit(files, Undo(files), [bad], "off")
+        assert files.files == before and cache.view(files).records == (good,)
+    assert IndexCache().view(files).records == (good,)  # another process reads the same
 
 
 names = st.text(string.ascii_letters + "é ", min_size=1, max_size=12)
@@ -428,24 +442,39 @@ def test_word_lookup_equals_the_plain_scan_across_rebuilds_and_scans(
     assert part.words.live == len(ids)
 
 
-def test_a_record_replaced_in_place_is_checked_before_it_is_remembered() -> None:
-    """The quick way of :meth:`IndexCache.remember` (records replaced at their positions under
-    their ids, as recording access times does) still checks the replaced records."""
+def test_a_record_replaced_in_place_is_committed_without_a_parse(parses: list[int]) -> None:
+    """A commit that replaces records at their positions (as recording access times does)
+    seeds the cache: the next read parses nothing, and the bytes on disk parse to the records
+    the cache holds; an unsafe replacement is refused before anything is written."""
     ports, _ = memory_ports()
     root = open_root(ports)
     for i in range(8):
         root.documents.create(f"Doc {i}", f"body {i}")
+    files = files_of(ports)
     cache = IndexCache()
-    _, records = cache.read(ports.files)
-    touched = list(records)
-    touched[3] = attrs.evolve(records[3], last_accessed_at="2030-01-01T00:00:00.000Z")
-    good, kept = cache.encode(touched), tuple(touched)
-    cache.remember(good, kept)
-    assert cache.load(good) is kept  # remembered: nothing parsed
-    unsafe = list(touched)
-    unsafe[5] = attrs.evolve(touched[5], relative_path="documents/active/../../x.md")
-    bad = cache.encode(unsafe)
-    cache.remember(bad, tuple(unsafe))
+    records = cache.view(files).records
+    parses.clear()
+    touched = attrs.evolve(records[3], last_accessed_at="2030-01-01T00:00:00.000Z")
+    view = cache.commit(files, Undo(files), [touched], "off")
+    assert view.records == (*records[:3], touched, *records[4:])
+    assert cache.view(files) is view and parses == []  # remembered: nothing parsed
+    assert parse_index(files.files[INDEX_PATH]) == view.records
+    before = dict(files.files)
+    unsafe = attrs.evolve(records[5], relative_path="documents/active/../../x.md")
     with pytest.raises(CorruptStore, match="unsafe"):
-        cache.load(bad)
+        cache.commit(files, Undo(files), [unsafe], "off")
+    assert files.files == before
     assert cache.encode(records) == model.encode_index(records)
+
+
+def test_a_parsed_index_seeds_the_encoder(encodes: list[str]) -> None:
+    """A root that parsed an index another process wrote re-encodes, on its first rewrite,
+    only the record it changed: the others' blocks are cut from the bytes it read."""
+    ports, _ = memory_ports()
+    writer = open_root(ports)
+    docs = [writer.documents.create(f"Note {i}", f"body {i}").document for i in range(12)]
+    reader = open_root(ports)
+    encodes.clear()
+    reader.documents.update(docs[5].id, content="changed")
+    assert encodes == [docs[5].id]
+    assert parse_index(files_of(ports).files[INDEX_PATH]) == reader.documents.records()

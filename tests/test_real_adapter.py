@@ -540,6 +540,7 @@ def test_read_if_changed_trusts_only_old_stamps(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(real_module, "_RACY_WINDOW_NS", 100_000_000)  # keep the test short
+    monkeypatch.setattr(real_module, "_FINE_RACY_WINDOW_NS", 100_000_000)
     files = RealFiles(tmp_path)
     files.ensure_dir("runtime")
     path = tmp_path / "runtime" / "data"
@@ -555,6 +556,29 @@ def test_read_if_changed_trusts_only_old_stamps(
     os.utime(path, ns=(mtime, mtime))  # same size and mtime: only ctime tells
     _, data = files.read_if_changed("runtime/data", stamp)
     assert data == b"SETTLED"
+
+
+@pytest.mark.parametrize("tick_ns", [None, 10_000_000, 1_000_000_000], ids=["fine", "10ms", "1s"])
+def test_the_racy_window_is_wide_for_times_of_a_coarse_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tick_ns: int | None
+) -> None:
+    """A file system stamping with the kernel's clock (times not whole multiples of 10 ms)
+    gets the short window; times of a decimal tick (exFAT, ext3, FAT, network mounts) the wide
+    one: a stamp taken 0.3 s after the write is trusted only on the first."""
+    if tick_ns is not None:
+        monkeypatch.setattr(real_module, "os", CoarseOs(tick_ns))
+    files = RealFiles(tmp_path)
+    files.ensure_dir("runtime")
+    (tmp_path / "runtime" / "data").write_bytes(b"settled")
+    mtime = os.stat(tmp_path / "runtime" / "data").st_mtime_ns
+    if tick_ns is None and mtime % 10_000_000 == 0:
+        mtime += 1  # a fine clock that happened to land on a multiple of 10 ms
+        os.utime(tmp_path / "runtime" / "data", ns=(mtime, mtime))
+    time.sleep(0.3)
+    stamp, data = files.read_if_changed("runtime/data", None)
+    assert data == b"settled"
+    again = files.read_if_changed("runtime/data", stamp)
+    assert (again == (stamp, None)) == (tick_ns is None)
 
 
 # -- a failing os.replace ----------------------------------------------------------------

@@ -91,10 +91,16 @@ _AT = {
 } <= os.supports_dir_fd and os.listdir in (os.supports_fd)
 
 # A stat-based "unchanged" proof is only trusted once the file's times are this far in the
-# past: timestamps are coarse (a few ms on ext4, 1 s on ext3 and many network mounts, 2 s on
-# FAT), so two writes inside one tick can leave equal times. Within the window the bytes are
-# read again, which costs microseconds (the "racy clean" rule of git).
+# past: timestamps are coarse (1 s on ext3, HFS+ and many network mounts, 2 s on FAT, 10 ms on
+# exFAT), so two writes inside one tick can leave equal times. Within the window the bytes are
+# read again (the "racy clean" rule of git). Times that are whole multiples of 10 ms (every
+# decimal tick from 10 ms up) get the wide window; others come from a file system stamping
+# with the kernel's clock (ext4, XFS, btrfs, tmpfs: a tick of at most 10 ms, HZ=100), where
+# 200 ms is twenty ticks. A fine time is a whole multiple of 10 ms once in 10 million files:
+# those get the wide window too, which only costs a re-read.
 _RACY_WINDOW_NS = 3_000_000_000
+_FINE_RACY_WINDOW_NS = 200_000_000
+_COARSE_TICK_NS = 10_000_000
 # A contended flock is retried by polling; 2 ms keeps waits short without spinning.
 _LOCK_POLL_S = 0.002
 
@@ -487,8 +493,11 @@ def _makedirs_private(path: str) -> None:
 def _stamp(st: os.stat_result) -> Stamp:
     if stat.S_ISLNK(st.st_mode):
         raise OSError(errno.ELOOP, "symbolic link")
-    token: tuple[int, ...] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_WINDOW_NS:
+    mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
+    token: tuple[int, ...] = (st.st_dev, st.st_ino, st.st_size, mtime, ctime)
+    coarse = not (mtime % _COARSE_TICK_NS and ctime % _COARSE_TICK_NS)
+    window = _RACY_WINDOW_NS if coarse else _FINE_RACY_WINDOW_NS
+    if time.time_ns() - max(mtime, ctime) < window:
         # Too recent to prove anything later: make this stamp unequal to every other one.
         token += (time.perf_counter_ns(),)
     return Stamp(token)

@@ -21,7 +21,14 @@ from mnemon_sm.convert import StructureFailed, structure
 from mnemon_sm.errors import CorruptStore, StorageError
 from mnemon_sm.ports import Files
 
-__all__ = ["durable_replace", "parse_versioned", "replace_file"]
+__all__ = [
+    "complete_lines",
+    "durable_append",
+    "durable_replace",
+    "parse_versioned",
+    "replace_file",
+    "split_lines",
+]
 
 T = TypeVar("T")
 
@@ -71,6 +78,35 @@ def durable_replace(
         sync_dir=durability == "full",
         sync_first=sync_first,
     )
+
+
+def complete_lines(data: bytes) -> bytes:
+    """``data`` without a torn last line (the bytes after the last newline), for the
+    append-only files whose tail a power loss may cut short."""
+    return data[: data.rfind(b"\n") + 1]
+
+
+def split_lines(complete: bytes) -> list[bytes]:
+    """The lines of ``complete`` (which ends with a newline, or is empty), newlines kept."""
+    return [line + b"\n" for line in complete.split(b"\n")[:-1]]
+
+
+def durable_append(
+    files: Files, path: str, lines: bytes, current: bytes | None, durability: str
+) -> None:
+    """Add ``lines`` (complete lines) to the append-only file ``path``, whose bytes the caller
+    read under its lock as ``current`` (None: no file).
+
+    A new file, or one whose last line is torn, is replaced atomically by its complete lines
+    plus ``lines`` (:func:`durable_replace`: the new name is durable too); otherwise ``lines``
+    are appended in one write and the file fsynced unless ``durability`` is ``off``.
+    """
+    if current is None or not current.endswith(b"\n"):
+        durable_replace(files, path, complete_lines(current or b"") + lines, durability)
+        return
+    files.append(path, lines)
+    if durability != "off":
+        files.fsync(path)
 
 
 def parse_versioned(data: bytes, cls: type[T], *, path: str, label: str | None = None) -> T:

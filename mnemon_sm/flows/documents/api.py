@@ -53,7 +53,8 @@ class Documents:
         self._files, self._locks, self._clock, self._config = files, locks, clock, config
         self._root_path = root_path.rstrip("/")
         self._mutex = threading.RLock()
-        self._cache = IndexCache()  # the index, parsed once per change (see its module)
+        # The index, parsed once per change and committed as the root's mode says.
+        self._cache = IndexCache(config.documents_index)
         # The flow's opening repairs the crash windows of earlier writers.
         self._flow = DocumentFlow(
             files, locks, clock, config, root_path, long_term, new_id, self._mutex, self._cache
@@ -139,7 +140,7 @@ class Documents:
     @host_only
     def get(self, doc_id: str) -> tuple[DocumentRecord, str | None]:
         """A document's record and body (None when its file is missing)."""
-        record = rules.find(store.read_index(self._files, self._cache), doc_id)
+        record = self._cache.view(self._files).find(doc_id)
         return record, store.read_body(self._files, record)
 
     @host_only
@@ -184,17 +185,20 @@ class Documents:
             raise ReadOnly()
         if operation not in ("create", "update"):
             raise InvalidInput("a preview is of a create or an update")
-        records = store.read_index(self._files, self._cache)
+        view = self._cache.view(self._files)
         doc_id = PREVIEW_ID if operation == "create" else str(request.get("id") or "").strip()
         draft = draft_on(
-            self._files, records, operation, request, doc_id, self._clock, self._root_path
+            self._files, view, operation, request, doc_id, self._clock, self._root_path
         )
-        plan = rules.plan(records, draft, self._config.documents_active_limit)
+        plan = rules.plan(view, draft, self._config.documents_active_limit)
         if not plan.fits:
             raise rules.capacity_exceeded(plan, "archiving is off for this request")
         return draft.record
 
     def close(self) -> None:
+        """Close the flows; a journal-mode root folds its journal into ``index.json`` first
+        (readers of the file alone, the reference implementation among them, then see every
+        document)."""
         self._flow.close()
         self._search.close()
 

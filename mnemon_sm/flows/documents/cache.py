@@ -1,88 +1,183 @@
-"""The document index of one root, parsed once per change and encoded from its records' blocks.
+"""The document index of one root: read once per change, committed by rewrite or by journal.
 
 Theory of operation
 -------------------
-Every document operation starts from ``documents/index.json``. At 10,000 documents that file
-is several megabytes, and parsing it strictly (JSON, then the converter, then the path checks)
-costs far more than reading it; so a root keeps, in one :class:`IndexCache`:
+Every document operation starts from the committed index: ``documents/index.json`` with the
+lines of ``documents/index.journal`` applied (see :mod:`~mnemon_sm.flows.documents.journal`;
+no journal: the index alone). At 10,000 documents ``index.json`` is several megabytes, and
+parsing it strictly (JSON, then the converter, then the path checks) costs far more than an
+operation should; so a root keeps, in one :class:`IndexCache`:
 
-- the last index bytes it read or wrote and their parse. :meth:`IndexCache.load` parses only
-  bytes that differ from them; equality of bytes is the proof that the parse still holds, so
-  another process's change (other bytes) is always parsed, and nothing is ever served stale
-  (the same rule as the hot tier's ``SourceCache``). A writer that commits the index seeds the
-  cache with what it wrote (:meth:`IndexCache.remember`: the bytes and the records it encoded
-  them from, which parse back equal, a property test proves it), so the next operation of
-  this process does not parse what it wrote;
-- each record's block of the index file (its indented JSON), by document id, as of the last
-  encoding. :meth:`IndexCache.encode` re-serialises only records that are not the ones
-  encoded before (identity first, then equality), so a change to one document encodes one
-  block and joins the rest. When the records replace the ones encoded (or remembered) last at
-  the same positions under the same ids, as a search recording access times does, only the
-  replaced positions are looked at (found by comparing identities at C speed), in
-  :meth:`IndexCache.encode` as in the checks of :meth:`IndexCache.remember`.
+- ``index.json`` as last seen: the adapter's stamp of it, its bytes and its parse. It is read
+  again only when its stamp changed (``Files.read_if_changed``: equal stamps prove equal
+  bytes) and parsed only when the bytes differ from the ones seen; a commit that rewrites it
+  seeds the cache with what it wrote, so the next operation of this process parses nothing,
+  and another process's change (another stamp, other bytes) is always parsed: nothing is
+  ever served stale (the same rule as the hot tier's ``SourceCache``);
+- the journal as last seen (bytes; bounded by the journal's compaction). Lines past the ones
+  applied are applied to the current view; a journal that is not the one seen plus more lines
+  (another process compacted it) is applied whole to ``index.json``'s records again;
+- the :class:`~mnemon_sm.flows.documents.view.IndexView` of the committed index (records,
+  positions, active total), carried forward by each commit, so finding a document and checking
+  the capacity do not walk the records;
+- each record's block of the ``index.json`` encoding, by document id, as of the last encoding.
+  :meth:`IndexCache.encode` re-serialises only records that are not the ones encoded before
+  (identity first, then equality), so a rewrite after one change encodes one block and joins
+  the rest; when the records replace the ones encoded last at the same positions under the
+  same ids (a search recording access times), only the replaced positions are looked at.
 
-Bounds: one index (its bytes and its records) and one block per record of the last index
-encoded; both are replaced as a whole, never grown past the index they describe. Reads outside
-the index lock (``get``, ``records``) see one consistent ``(bytes, records)`` pair: the pair is
-one attribute, replaced in one assignment.
+Reading order: the journal is read before ``index.json``. A compaction (another process's, or
+a ``file``-mode commit) writes ``index.json`` first and removes the journal second, so a reader
+outside the lock that races one sees an old index with its journal, or the new index with the
+old journal's lines (which the merge rule makes no-ops), never the new journal without its
+index.
+
+Commits (:meth:`IndexCache.commit`, called under the index lock right after
+:meth:`IndexCache.view`): in ``file`` mode the new records are encoded and ``index.json``
+replaced (then any journal removed: the index now holds it); in ``journal`` mode the changed
+records are appended as one journal line. Both go through the caller's
+:class:`~mnemon_sm.flows.documents.undo.Undo`, so a failed request puts back what it wrote.
+:meth:`IndexCache.compact` folds the journal into ``index.json``; callers run it once their
+request has succeeded (past :data:`~mnemon_sm.flows.documents.journal.JOURNAL_MAX`), when a
+root closes, and when a ``file``-mode root opens.
+
+Bounds: one index (bytes, records, view), one journal, one block per record of the last index
+encoded; each replaced as a whole, never grown past what it describes. The cache's own lock
+makes a read outside the index lock (``get``, ``records``) see one consistent state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import operator
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Sequence
 from itertools import compress
 
-from mnemon_sm.errors import CorruptStore
-from mnemon_sm.flows.documents import model
-from mnemon_sm.flows.documents.model import INDEX_PATH, DocumentRecord
-from mnemon_sm.ports import Files
+import attrs
+
+from mnemon_sm.errors import StorageError
+from mnemon_sm.flows.documents import journal, model
+from mnemon_sm.flows.documents.journal import JOURNAL_MAX, JOURNAL_PATH
+from mnemon_sm.flows.documents.model import DOCUMENTS_DIR, INDEX_PATH, DocumentRecord
+from mnemon_sm.flows.documents.undo import Undo
+from mnemon_sm.flows.documents.view import IndexView
+from mnemon_sm.ports import Files, Stamp
+from mnemon_sm.ports.storage import complete_lines, durable_replace
 
 __all__ = ["IndexCache"]
 
 Records = tuple[DocumentRecord, ...]
 
 
-class IndexCache:
-    """The last index this root read or wrote, its parse, and its records' encoded blocks."""
+@attrs.frozen
+class _Seen:
+    """A file as last seen: the adapter's stamp (None: read it next time), its bytes (None:
+    no file)."""
 
-    def __init__(self) -> None:
-        self._seen: tuple[bytes | None, Records] = (None, ())
+    stamp: Stamp | None = None
+    data: bytes | None = None
+
+
+class IndexCache:
+    """The committed index of one root as last read or written, and how to commit to it.
+
+    ``mode`` is the root's ``documents_index``: ``file`` commits rewrite ``index.json``,
+    ``journal`` commits append to the journal."""
+
+    def __init__(self, mode: str = "file") -> None:
+        self.mode = mode
+        self._lock = threading.RLock()
+        self._index = _Seen()  # index.json
+        self._index_records: Records = ()  # its parse
+        self._journal = _Seen()
+        self._view = IndexView.of(())
         self._blocks: dict[str, tuple[DocumentRecord, bytes]] = {}
         self._encoded: tuple[Records, list[bytes]] = ((), [])  # the last encoding, in order
 
-    def read(self, files: Files) -> tuple[bytes | None, Records]:
-        """The index's bytes (None: no index yet) and its records; raises ``CorruptStore``."""
-        data = files.read(INDEX_PATH)
-        return data, self.load(data)
-
-    def load(self, data: bytes | None) -> Records:
-        """The records of ``data``, parsed unless they are the bytes seen last."""
-        if data is None:
-            return ()
-        seen, records = self._seen
-        if data != seen:
-            records = model.parse_index(data)
-            self._seen = (data, records)
-        return records
-
-    def remember(self, data: bytes, records: Records) -> None:
-        """What a commit just wrote: ``data``, encoded (by :meth:`encode`) from ``records``.
-
-        Records that the parse would refuse (an id twice, a file name not of this library's
-        form) are not remembered: the next read parses the bytes and reports them, as it
-        would in any other process. Records that replace the ones seen at the same positions
-        under the same ids (an access time recorded) are the only ones checked."""
-        seen = self._seen[1]
-        changed = _replaced(records, seen)
-        try:
-            if changed is None:
-                model.check_index(records, checked=seen)
+    def view(self, files: Files) -> IndexView:
+        """The committed index (see the module for what is read and parsed);
+        raises ``CorruptStore`` (nothing remembered) or ``StorageError``."""
+        with self._lock:
+            jstamp, jdata = files.read_if_changed(JOURNAL_PATH, self._journal.stamp)
+            if jstamp is not None and jdata is None:  # provably as seen
+                jdata = self._journal.data
+            stamp, data = files.read_if_changed(INDEX_PATH, self._index.stamp)
+            records, rebuilt = self._index_records, False
+            if stamp is None:  # no index.json
+                rebuilt, records = self._index.data is not None, ()
+            elif data is None:  # provably as seen
+                data = self._index.data
+            elif data != self._index.data:
+                records, rebuilt = model.parse_index(data), True
+                self._seed_blocks(data, records)
+            seen = complete_lines(self._journal.data or b"")
+            lines = complete_lines(jdata or b"")
+            if rebuilt or not lines.startswith(seen):
+                view = journal.apply(IndexView.of(records), lines)
+            elif len(lines) > len(seen):
+                view = journal.apply(self._view, lines[len(seen) :])
             else:
-                model.check_index([records[i] for i in changed], checked=(), unique=False)
-        except CorruptStore:
-            return
-        self._seen = (data, records)
+                view = self._view
+            self._index, self._index_records = _Seen(stamp, data), records
+            self._journal, self._view = _Seen(jstamp, jdata), view
+            return view
+
+    def commit(
+        self, files: Files, undo: Undo, changed: Sequence[DocumentRecord], durability: str
+    ) -> IndexView:
+        """Commit ``changed`` (each replaces the record of its id, or is added) through
+        ``undo``; call under the index lock, after :meth:`view`. Returns the new view.
+        Raises ``CorruptStore`` before writing anything for a record the index may not hold,
+        or ``StorageError`` (the caller rolls ``undo`` back)."""
+        with self._lock:
+            model.check_index(changed, unique=False)
+            view = self._view.with_records(changed)
+            if self.mode == "journal":
+                line = journal.encode_line(changed)
+                before = self._journal.data
+                undo.append(JOURNAL_PATH, line, before)
+                self._journal = _Seen(None, complete_lines(before or b"") + line)
+            else:
+                data = self.encode(view.records)
+                undo.write_over(INDEX_PATH, data, self._index.data)
+                self._index, self._index_records = _Seen(None, data), view.records
+                if self._journal.data is not None:  # now in index.json: a leftover is a no-op
+                    with contextlib.suppress(StorageError):
+                        files.remove(JOURNAL_PATH)
+                    self._journal = _Seen()
+            self._view = view
+            return view
+
+    def compact(self, files: Files, durability: str, *, due_only: bool = True) -> bool:
+        """Fold the journal into ``index.json`` and remove it (only once it passed
+        ``JOURNAL_MAX`` when ``due_only``); call under the index lock, after :meth:`view` or
+        a commit. ``index.json`` is durable (file and directory, unless ``durability`` is
+        ``off``) before the journal is removed. Returns whether it compacted."""
+        with self._lock:
+            size = len(self._journal.data or b"")
+            if self._journal.data is None or (due_only and size <= JOURNAL_MAX):
+                return False
+            records = self._view.records
+            data = self.encode(records)
+            durable_replace(files, INDEX_PATH, data, "off" if durability == "off" else "full")
+            self._index, self._index_records = _Seen(None, data), records
+            files.remove(JOURNAL_PATH)
+            if durability != "off":
+                files.fsync(DOCUMENTS_DIR)
+            self._journal = _Seen()
+            return True
+
+    def _seed_blocks(self, data: bytes, records: Records) -> None:
+        """Take the blocks of the index just parsed from its bytes, so that the first rewrite
+        encodes only what changed: a file in the canonical layout (ours, and the reference's
+        ``JSON.stringify(index, null, 2)``) cut at its record boundaries, which no string can
+        hold (a newline inside a string is escaped). Kept only when there is one block per
+        record and the blocks join back into exactly ``data``."""
+        blocks = model.split_blocks(data)
+        if blocks is not None and len(blocks) == len(records):
+            self._blocks = {r.id: (r, b) for r, b in zip(records, blocks, strict=True)}
+            self._encoded = (records, blocks)
 
     def encode(self, records: Iterable[DocumentRecord]) -> bytes:
         """The index file of ``records``, re-serialising only the records not encoded last.

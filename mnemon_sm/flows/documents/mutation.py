@@ -79,11 +79,10 @@ from mnemon_sm.errors import (
     ReadOnly,
     StorageError,
 )
-from mnemon_sm.flows.documents import rules, store
+from mnemon_sm.flows.documents import model, rules, store
 from mnemon_sm.flows.documents.cache import IndexCache
 from mnemon_sm.flows.documents.model import (
     DOCUMENTS_DIR,
-    INDEX_PATH,
     MEMORY_BODY_IDS_MAX,
     SUMMARY_MAX,
     DocumentRecord,
@@ -91,6 +90,7 @@ from mnemon_sm.flows.documents.model import (
     render,
 )
 from mnemon_sm.flows.documents.values import DocumentArchiveResult, DocumentResult
+from mnemon_sm.flows.documents.view import IndexView
 from mnemon_sm.flows.hot.maintenance import ARCHIVE_GRANTS
 from mnemon_sm.flows.hot.maintenance_checks import parse_result
 from mnemon_sm.flows.long_term.api import LongTermMemory
@@ -191,6 +191,16 @@ class DocumentFlow(FlowContext):
                 with self._locked():
                     store.repair(self.files, self.cache)
 
+    def fold_journal(self, machine: Machine) -> None:
+        """Entry of ``closing``: a journal-mode root folds its journal into ``index.json``
+        under the index lock. Nothing here may keep the root from closing: a busy lock, a
+        failing disk or a corrupt journal leave the journal as it is (still valid)."""
+        if self.config.write_enabled and self.cache.mode == "journal":
+            with contextlib.suppress(MnemonError), self._locked():
+                self.cache.view(self.files)
+                self.cache.compact(self.files, self.config.durability, due_only=False)
+        machine.raise_("folded")
+
     def plan_request(
         self,
         machine: Machine,
@@ -215,14 +225,14 @@ class DocumentFlow(FlowContext):
     def _plan(self, run: DocumentRun) -> tuple[str, DocumentRun]:
         """``plan_fits`` with the run as it is, or ``plan_overflow`` with the document to
         archive and its body; raises the request's typed error."""
-        records = store.read_index(self.files, self.cache)
+        view = self.cache.view(self.files)
         if run.op == "archive":
-            victim = rules.find(records, run.doc_id)
+            victim = view.find(run.doc_id)
             if victim.status != "active":
                 raise InvalidInput("only active documents can be archived")
             return self._choose(run, victim)
-        draft = self._draft_on(run, records)
-        plan = rules.plan(records, draft, self.config.documents_active_limit)
+        draft = self._draft_on(run, view)
+        plan = rules.plan(view, draft, self.config.documents_active_limit)
         if plan.fits:
             return "plan_fits", run
         left = [c for c in plan.candidates if c.id not in run.archived]
@@ -280,8 +290,7 @@ class DocumentFlow(FlowContext):
         try:
             store.ensure_dirs(self.files)  # a directory swapped for a symlink meanwhile
             with self._locked():
-                raw, records = self.cache.read(self.files)
-                current = rules.find(records, victim.id)
+                current = self.cache.view(self.files).find(victim.id)
                 if current.status != "active" or current.revision != victim.revision:
                     races = run.races + 1
                     if run.op == "archive" or races > RACES_MAX:
@@ -292,10 +301,11 @@ class DocumentFlow(FlowContext):
                     # Room was made or used meanwhile: plan again.
                     machine.raise_("move_raced", run=attrs.evolve(run, races=races))
                     return
-                archived, spaces = self._commit_move(run, current, records, raw)
+                archived, spaces = self._commit_move(run, current)
                 # Committed: an active copy left by a failure here is removed by opening.
                 with contextlib.suppress(StorageError):
                     self.files.remove(current.path("active"))
+                self._compact()
         except MnemonError as exc:
             return self.refuse(machine, "move_refused", exc)
         moved = attrs.evolve(run, spaces=spaces, archived=(*run.archived, victim.id))
@@ -308,8 +318,6 @@ class DocumentFlow(FlowContext):
         self,
         run: DocumentRun,
         current: DocumentRecord,
-        records: tuple[DocumentRecord, ...],
-        raw: bytes | None,
     ) -> tuple[DocumentRecord, tuple[str, ...]]:
         """Apply the staged writes and confirm the reference, write the archived copy, commit
         the index (call under the lock, revision checked); returns the archived record and the
@@ -337,12 +345,8 @@ class DocumentFlow(FlowContext):
                     archive_summary=run.summary,
                     memory_body_ids=spaces[:MEMORY_BODY_IDS_MAX],
                 )
-                after = tuple(archived if r.id == current.id else r for r in records)
-                index = self.cache.encode(after)
-                path = archived.path()
-                undo.write(path, render(archived, run.victim_body))
-                undo.write_over(INDEX_PATH, index, raw)
-                self.cache.remember(index, after)
+                undo.write(archived.path(), render(archived, run.victim_body))
+                self.cache.commit(self.files, undo, [archived], "full")
             except MnemonError:
                 undo.rollback()
                 _withdraw(tools.service, applied)
@@ -353,26 +357,21 @@ class DocumentFlow(FlowContext):
         try:
             store.ensure_dirs(self.files)  # a directory swapped for a symlink meanwhile
             with self._locked():
-                raw, records = self.cache.read(self.files)
-                draft = self._draft_on(run, records)
-                plan = rules.plan(records, draft, self.config.documents_active_limit)
+                view = self.cache.view(self.files)
+                draft = self._draft_on(run, view)
+                plan = rules.plan(view, draft, self.config.documents_active_limit)
                 if not plan.fits:
                     machine.raise_("commit_raced", run=run)
                     return
-                if draft.previous is None:
-                    after = (*records, draft.record)
-                else:
-                    after = tuple(draft.record if r.id == draft.record.id else r for r in records)
-                index = self.cache.encode(after)  # all that can refuse, before any write
-                path = draft.record.path()
+                model.check_index([draft.record], unique=False)  # refuse before any write
                 undo = store.Undo(self.files, self.config.durability)
                 try:
-                    undo.write(path, draft.data)
-                    undo.write_over(INDEX_PATH, index, raw)
-                    self.cache.remember(index, after)  # the next operation parses nothing
+                    undo.write(draft.record.path(), draft.data)
+                    self.cache.commit(self.files, undo, [draft.record], self.config.durability)
                 except StorageError:
                     undo.rollback()  # a failed request leaves nothing to see or roll forward
                     raise
+                self._compact()
         except MnemonError as exc:
             return self.refuse(machine, "commit_failed", exc)
         action = "created" if draft.previous is None else "updated"
@@ -395,10 +394,17 @@ class DocumentFlow(FlowContext):
         chosen = attrs.evolve(run, victim=victim, victim_body=body_of(data), run_id=run_id)
         return "plan_overflow", chosen
 
-    def _draft_on(self, run: DocumentRun, records: tuple[DocumentRecord, ...]) -> rules.Draft:
+    def _draft_on(self, run: DocumentRun, view: IndexView) -> rules.Draft:
         return draft_on(
-            self.files, records, run.op, run.request, run.doc_id, self.clock, self.root_path
+            self.files, view, run.op, run.request, run.doc_id, self.clock, self.root_path
         )
+
+    def _compact(self) -> None:
+        """After a request's commit (under the lock): fold a journal that passed its bound
+        into the index. The request is committed either way, so a failure here only leaves
+        the journal for a later commit to fold."""
+        with contextlib.suppress(StorageError):
+            self.cache.compact(self.files, self.config.durability)
 
     def _locked(self) -> store.IndexLock:
         return store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms)
@@ -419,22 +425,24 @@ class DocumentFlow(FlowContext):
 
 def draft_on(
     files: Files,
-    records: tuple[DocumentRecord, ...],
+    view: IndexView,
     op: str,
     request: Mapping[str, Any],
     doc_id: str,
     clock: Clock,
     root_path: str,
 ) -> rules.Draft:
-    """The draft of a create or update of ``doc_id`` against ``records`` (raises the request's
-    typed error)."""
+    """The draft of a create or update of ``doc_id`` against the index ``view`` (raises the
+    request's typed error)."""
     now = iso_ms(clock.now_ms())
     workspace = str(request.get("workspace") or root_path)
     if op == "create":
+        if doc_id in view.positions:  # an id port that repeats itself
+            raise DocumentConflict(f"the id drawn for the new document is already used: {doc_id}")
         return rules.draft_create(request, doc_id, now, workspace)
-    current = rules.find(records, doc_id)
+    current = view.find(doc_id)
     body = store.read_body(files, current)
-    return rules.draft_update(records, request, body, now, workspace)
+    return rules.draft_update(current, request, body, now, workspace)
 
 
 def _checked(result: DocumentArchiveResult) -> str:

@@ -25,7 +25,6 @@ import attrs
 from mnemon_sm.errors import (
     DocumentArchived,
     DocumentCapacityExceeded,
-    DocumentNotFound,
     InvalidInput,
 )
 from mnemon_sm.flows.documents.model import (
@@ -41,6 +40,7 @@ from mnemon_sm.flows.documents.model import (
     source_paths,
     text_field,
 )
+from mnemon_sm.flows.documents.view import IndexView
 
 __all__ = [
     "Draft",
@@ -109,22 +109,14 @@ def draft_create(request: Mapping[str, Any], doc_id: str, now: str, workspace: s
     return Draft(record, body, data, None)
 
 
-def find(records: Sequence[DocumentRecord], doc_id: object) -> DocumentRecord:
-    wanted = doc_id.strip() if isinstance(doc_id, str) else ""
-    for r in records:
-        if r.id == wanted:
-            return r
-    raise DocumentNotFound(f"document not found: {wanted or doc_id!r}")
-
-
 def draft_update(
-    records: Sequence[DocumentRecord],
+    old: DocumentRecord,
     request: Mapping[str, Any],
     current_body: str | None,
     now: str,
     workspace: str,
 ) -> Draft:
-    old = find(records, request.get("id"))
+    """The update ``request`` of the document whose record is ``old``."""
     if old.status != "active":
         raise DocumentArchived(
             "archived documents are immutable; create a new active document instead"
@@ -161,10 +153,6 @@ def draft_update(
     return Draft(record, body, data, old)
 
 
-def active_total(records: Sequence[DocumentRecord]) -> int:
-    return sum(r.size_bytes for r in records if r.status == "active")
-
-
 def lru(
     records: Sequence[DocumentRecord], exclude: str | None = None
 ) -> tuple[DocumentRecord, ...]:
@@ -184,15 +172,16 @@ def capacity_exceeded(plan: Plan, why: str) -> DocumentCapacityExceeded:
     )
 
 
-def plan(records: Sequence[DocumentRecord], draft: Draft, limit: int) -> Plan:
-    """RULE-DOC-3 and 4 for ``draft`` against the current ``records``. The eviction
-    candidates are listed only when the draft does not fit (nothing reads them otherwise, and
-    ordering every active document is the costly part of a plan)."""
+def plan(view: IndexView, draft: Draft, limit: int) -> Plan:
+    """RULE-DOC-3 and 4 for ``draft`` against the committed index ``view`` (whose active
+    total it carries). The eviction candidates are listed only when the draft does not fit
+    (nothing reads them otherwise, and ordering every active document is the costly part of
+    a plan)."""
     old = draft.previous.size_bytes if draft.previous is not None else 0
-    projected = active_total(records) - old + draft.record.size_bytes
+    projected = view.active_bytes - old + draft.record.size_bytes
     if projected <= limit:
         return Plan(projected, limit, ())
-    return Plan(projected, limit, lru(records, exclude=draft.record.id))
+    return Plan(projected, limit, lru(view.records, exclude=draft.record.id))
 
 
 # -- search -----------------------------------------------------------------------------------

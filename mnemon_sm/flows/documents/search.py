@@ -21,8 +21,8 @@ error), so nothing of a search, finished or interrupted, is left to reset.
 Recording the access is bookkeeping, never a reason to fail a search: when the lock file
 cannot be created (a read-only or full ``documents/``) the index is read without the lock (it
 is replaced atomically) and nothing is recorded; when the index write fails, the results are
-returned with the access times as stored. A busy lock (``LockTimeout``) and a corrupt index
-still fail the search.
+returned with the access times as stored (what the failed commit wrote is put back). A busy
+lock (``LockTimeout``) and a corrupt index still fail the search.
 """
 
 from __future__ import annotations
@@ -104,20 +104,24 @@ class DocumentSearchFlow(FlowContext):
         self.settle(machine, "results_found" if hits else "nothing_found", hits)
 
     def _search(self, wanted: _Request, record: bool) -> list[SearchHit]:
-        records = store.read_index(self.files, self.cache)
+        records = self.cache.view(self.files).records
         top = self.index.search(self.files, records, wanted.query, wanted.limit, wanted.archived)
         if not top:
             return []
         now = iso_ms(self.clock.now_ms())
         fresh = {r.id: attrs.evolve(r, last_accessed_at=now) for _, r, _ in top}
         if record:
-            touched = self.index.replaced(records, fresh)
+            undo = store.Undo(self.files, self.config.durability)
             try:
-                store.write_index(self.files, touched, self.cache, self.config.durability)
+                changed = list(fresh.values())
+                touched = self.cache.commit(self.files, undo, changed, self.config.durability)
             except StorageError:
+                undo.rollback()
                 fresh = {r.id: r for _, r, _ in top}  # bookkeeping only: the results as stored
             else:
-                self.index.follow(records, touched, fresh)
+                self.index.follow(records, touched.records, fresh)
+                with contextlib.suppress(StorageError):
+                    self.cache.compact(self.files, self.config.durability)
         return [SearchHit(fresh[r.id], b, p, rules.excerpt(b)) for p, r, b in top]
 
 

@@ -34,12 +34,11 @@ words than a quarter of the documents (short and common) is looked for in the bo
 where it is found early. A phrase of several tokens is looked for only in the bodies holding
 every one of them. Titles and descriptions (short) are scanned.
 
-Recording access times: a search that returns results rewrites the index with those records
-changed; :meth:`SearchIndex.replaced` puts them in place at their entries' positions and
-:meth:`SearchIndex.follow` takes the new records without going over every record again (the
-index cache likewise re-encodes and checks only the records replaced). The index file is still
-written whole (the recorded semantics are unchanged); at 10,000 documents that write, a few
-megabytes, is most of what a search with results costs.
+Recording access times: a search that returns results commits those records changed (see
+:meth:`~mnemon_sm.flows.documents.cache.IndexCache.commit`: ``index.json`` rewritten, or one
+journal line), which puts them in place at their positions; :meth:`SearchIndex.follow` takes
+the new records without going over every record again (the index cache likewise re-encodes
+only the records replaced).
 
 Bound: one entry per document of the index in the searched status (archived documents are
 indexed only once a search includes them), each holding its body, its folded body when that
@@ -455,20 +454,6 @@ class SearchIndex:
                     break
             if not restart:
                 return hits
-
-    def replaced(
-        self, records: tuple[DocumentRecord, ...], fresh: dict[str, DocumentRecord]
-    ) -> tuple[DocumentRecord, ...]:
-        """``records`` (the ones just searched) with the records of ``fresh`` put in place of
-        those of the same id: found at the position their entry holds, without going over
-        every record (every record is looked at only if one is not found there)."""
-        out = list(records)
-        for doc, r in fresh.items():
-            e = self._parts["active"].entries.get(doc) or self._parts["archived"].entries.get(doc)
-            if e is None or e.pos >= len(out) or out[e.pos].id != doc:
-                return tuple(fresh.get(old.id, old) for old in records)
-            out[e.pos] = r
-        return tuple(out)
 
     def follow(
         self,

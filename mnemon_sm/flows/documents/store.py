@@ -27,7 +27,6 @@ cached record blocks); the protocols above do not depend on it.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
 import attrs
@@ -38,7 +37,6 @@ from mnemon_sm.flows.documents.model import (
     ACTIVE_DIR,
     ARCHIVED_DIR,
     DOCUMENTS_DIR,
-    INDEX_PATH,
     LOCK_NAME,
     DocumentRecord,
     body_of,
@@ -46,6 +44,7 @@ from mnemon_sm.flows.documents.model import (
     front_matter,
     render,
 )
+from mnemon_sm.flows.documents.undo import Undo
 from mnemon_sm.ports import TEMP_NAME, Files, Locks
 from mnemon_sm.ports.storage import durable_replace
 
@@ -56,7 +55,6 @@ __all__ = [
     "read_index",
     "repair",
     "write_file",
-    "write_index",
 ]
 
 
@@ -89,19 +87,7 @@ def ensure_dirs(files: Files) -> None:
 
 def read_index(files: Files, cache: IndexCache) -> tuple[DocumentRecord, ...]:
     """The committed records (parsed only when the index changed since ``cache`` saw it)."""
-    return cache.read(files)[1]
-
-
-def write_index(
-    files: Files,
-    records: tuple[DocumentRecord, ...],
-    cache: IndexCache,
-    durability: str = "full",
-) -> None:
-    """Commit ``records`` as the index; ``cache`` then holds them (no parse follows)."""
-    data = cache.encode(records)
-    write_file(files, INDEX_PATH, data, durability)
-    cache.remember(data, records)
+    return cache.view(files).records
 
 
 def write_file(files: Files, path: str, data: bytes, durability: str = "full") -> None:
@@ -109,55 +95,14 @@ def write_file(files: Files, path: str, data: bytes, durability: str = "full") -
     durable_replace(files, path, data, durability)
 
 
-class Undo:
-    """Puts back what a failed sequence of file replacements changed (call under the lock).
-
-    :meth:`write` remembers what a path held (None: nothing) before replacing it;
-    :meth:`rollback` restores, last first, every such path whose bytes differ from what it
-    held, so a replacement that failed half-way (renamed, then the directory fsync failed) is
-    undone as well as a complete one. Rollback is best effort: if it fails too, what is left
-    is a crash window that opening repairs.
-    """
-
-    def __init__(self, files: Files, durability: str = "full") -> None:
-        self._files, self._durability = files, durability
-        self._done: list[tuple[str, bytes | None]] = []
-
-    def write(self, path: str, data: bytes) -> None:
-        """Replace ``path``'s bytes, remembering what it held. A file that cannot be read
-        (a symlink, which the replacement replaces) cannot be put back: it is left out of the
-        rollback rather than removed."""
-        try:
-            before = self._files.read(path)
-        except StorageError:
-            write_file(self._files, path, data, self._durability)
-            return
-        self.write_over(path, data, before)
-
-    def write_over(self, path: str, data: bytes, before: bytes | None) -> None:
-        """Replace ``path``, whose bytes the caller read (under the lock) as ``before``."""
-        self._done.append((path, before))
-        write_file(self._files, path, data, self._durability)
-
-    def rollback(self) -> None:
-        for path, before in reversed(self._done):
-            with contextlib.suppress(StorageError):
-                if self._files.read(path) == before:
-                    continue
-                if before is None:
-                    self._files.remove(path)
-                else:
-                    write_file(self._files, path, before, self._durability)
-        self._done.clear()
-
-
 def repair(files: Files, cache: IndexCache) -> tuple[DocumentRecord, ...]:
-    """Bring the files and the index back into agreement after a crash (call under the lock).
+    """Bring the files and the index back into agreement after a crash (call under the lock);
+    a ``file``-mode root also folds a journal left by a ``journal``-mode one into the index.
 
     Returns the (possibly rolled-forward) records. Never removes the only copy of a body.
     """
     records = list(read_index(files, cache))
-    changed = False
+    rolled: list[DocumentRecord] = []
     for folder in (DOCUMENTS_DIR, ACTIVE_DIR, ARCHIVED_DIR):
         for name in files.list(folder):
             if TEMP_NAME.match(name):
@@ -176,9 +121,10 @@ def repair(files: Files, cache: IndexCache) -> tuple[DocumentRecord, ...]:
         if archived is not None and active is not None:
             files.remove(r.path("archived"))
         if active is not None:
-            rolled = _roll_forward(r, active)
-            if rolled is not r:
-                records[i], changed = rolled, True
+            forward = _roll_forward(r, active)
+            if forward is not r:
+                records[i] = forward
+                rolled.append(forward)
     named = {r.filename for r in records}
     for name in files.list(ACTIVE_DIR):
         if name.endswith(".md") and name not in named and not TEMP_NAME.match(name):
@@ -186,8 +132,10 @@ def repair(files: Files, cache: IndexCache) -> tuple[DocumentRecord, ...]:
             ident = front_matter(data or b"").get("id")
             if isinstance(ident, str) and ident not in {r.id for r in records}:
                 files.remove(f"{ACTIVE_DIR}/{name}")  # an unacknowledged create
-    if changed:
-        write_index(files, tuple(records), cache)
+    if rolled:
+        cache.commit(files, Undo(files), rolled, "full")
+    if cache.mode == "file":
+        cache.compact(files, "full", due_only=False)
     return tuple(records)
 
 

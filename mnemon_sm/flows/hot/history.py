@@ -54,7 +54,12 @@ from mnemon_sm.errors import InvalidInput, UnknownHistoryEntry
 from mnemon_sm.flows.hot.maintenance_values import Candidate
 from mnemon_sm.flows.hot.model import TARGETS, HotEntry, Importance, Kind, Target
 from mnemon_sm.ports import Files
-from mnemon_sm.ports.storage import durable_replace, parse_versioned
+from mnemon_sm.ports.storage import (
+    complete_lines,
+    durable_replace,
+    parse_versioned,
+    split_lines,
+)
 
 __all__ = [
     "HISTORY_PATH",
@@ -215,16 +220,6 @@ def encode_round(round: HistoryRound) -> bytes:
     return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-def _complete(data: bytes) -> bytes:
-    """``data`` without a torn last line (the bytes after the last newline)."""
-    return data[: data.rfind(b"\n") + 1]
-
-
-def _lines(complete: bytes) -> list[bytes]:
-    """The lines of ``complete`` (which ends with a newline, or is empty), newlines kept."""
-    return [line + b"\n" for line in complete.split(b"\n")[:-1]]
-
-
 def _compacted(old: list[bytes], line: bytes) -> bytes:
     """The newest ``old`` lines plus ``line`` that fit in half of :data:`MAX_BYTES`, but at
     least the newest ``KEEP_ROUNDS - 1`` old lines."""
@@ -270,9 +265,11 @@ class HotHistory:
         files.ensure_dir(STATE_DIR)
         current = files.read(HISTORY_PATH)
         data = current or b""
-        complete = _complete(data)
+        complete = complete_lines(data)
         if len(complete) + len(line) > MAX_BYTES:
-            durable_replace(files, HISTORY_PATH, _compacted(_lines(complete), line), durability)
+            durable_replace(
+                files, HISTORY_PATH, _compacted(split_lines(complete), line), durability
+            )
             return ()
         if len(complete) != len(data):  # a torn last line: rewrite without it
             durable_replace(files, HISTORY_PATH, complete + line, durability)
@@ -295,7 +292,7 @@ class HotHistory:
             return []
         return [
             parse_versioned(line, HistoryRound, path=HISTORY_PATH)
-            for line in _lines(_complete(data))
+            for line in split_lines(complete_lines(data))
         ]
 
     def entries(self, target: str | None = None) -> list[tuple[HistoryRound, PreservedEntry]]:
