@@ -278,3 +278,17 @@ def test_a_real_root_in_journal_mode_round_trips(tmp_path: Path) -> None:
     on_disk = parse_index((tmp_path / INDEX_PATH).read_bytes())
     assert [r.id for r in on_disk] == ids and on_disk[1].revision == 2
     assert MemoryRoot.open(tmp_path).documents.get(ids[1])[1] == "changed"
+
+
+def test_closing_without_a_journal_takes_no_lock_and_writes_nothing() -> None:
+    ports, log = memory_ports()
+    root = MemoryRoot.open(ROOT, JOURNAL, ports=ports)
+    root.documents.create("A", "alpha")
+    root.close()  # folds: no journal left
+    again = MemoryRoot.open(ROOT, JOURNAL, ports=ports)
+    before = dict(files_of(ports).files)
+    start = len(log.calls)
+    again.close()
+    names = {c.name for c in log.calls[start:]}
+    assert "locks.acquire" not in names and "files.write_temp" not in names, names
+    assert files_of(ports).files == before

@@ -81,6 +81,7 @@ from mnemon_sm.errors import (
 )
 from mnemon_sm.flows.documents import model, rules, store
 from mnemon_sm.flows.documents.cache import IndexCache
+from mnemon_sm.flows.documents.journal import JOURNAL_PATH
 from mnemon_sm.flows.documents.model import (
     DOCUMENTS_DIR,
     MEMORY_BODY_IDS_MAX,
@@ -196,9 +197,11 @@ class DocumentFlow(FlowContext):
         under the index lock. Nothing here may keep the root from closing: a busy lock, a
         failing disk or a corrupt journal leave the journal as it is (still valid)."""
         if self.config.write_enabled and self.cache.mode == "journal":
-            with contextlib.suppress(MnemonError), self._locked():
-                self.cache.view(self.files)
-                self.cache.compact(self.files, self.config.durability, due_only=False)
+            with contextlib.suppress(MnemonError):
+                if self.files.read_if_changed(JOURNAL_PATH, None)[0] is not None:
+                    with self._locked():  # only when there is a journal to fold
+                        self.cache.view(self.files)
+                        self.cache.compact(self.files, self.config.durability, due_only=False)
         machine.raise_("folded")
 
     def plan_request(
