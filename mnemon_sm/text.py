@@ -76,7 +76,13 @@ def quote_json(text: str) -> str:
 
 
 def collapse_whitespace(value: str) -> str:
-    """Trim JavaScript whitespace and replace every inner run of it with one ASCII space."""
+    """Trim JavaScript whitespace and replace every inner run of it with one ASCII space.
+
+    Quick path: every JavaScript whitespace character but the ASCII space is unprintable for
+    Python (a separator or a control character), so printable text without two spaces in a
+    row has nothing to collapse, only its ends to trim."""
+    if value.isprintable() and "  " not in value:
+        return value.strip(" ")
     return _RUNS.sub(" ", value).strip(" ")
 
 

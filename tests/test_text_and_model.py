@@ -7,10 +7,23 @@ import json
 import re
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from mnemon_sm.errors import CorruptStore, InvalidInput
 from mnemon_sm.flows.hot.model import HotEntry, HotStore, normalize, parse_source
-from mnemon_sm.text import collapse_whitespace, iso_ms, strip_whitespace, utf8_len, utf16_len
+from mnemon_sm.text import (
+    WHITESPACE,
+    collapse_whitespace,
+    iso_ms,
+    strip_whitespace,
+    utf8_len,
+    utf16_len,
+)
+
+# Every character of the JavaScript whitespace class, ranges expanded.
+_JS_SPACES = "".join(c for c in map(chr, range(0x3001)) if re.fullmatch(f"[{WHITESPACE}]", c))
+_JS_SPACES += "\ufeff"
 
 T = "2026-08-13T08:00:00.000Z"
 
@@ -48,6 +61,21 @@ REFERENCE_DOC = """{
 )
 def test_collapse_uses_the_javascript_whitespace_class(raw: str, collapsed: str) -> None:
     assert collapse_whitespace(raw) == collapsed
+
+
+@example("a  b")
+@example(" \u00a0a")
+@example("a\tb")
+@given(st.text(alphabet=st.sampled_from(list(" ab\x1c\x85\u200b" + _JS_SPACES)) | st.characters()))
+def test_collapse_equals_the_regex_of_the_class(raw: str) -> None:
+    """The quick path (printable text without a double space) changes nothing: the result is
+    always the regex's, written from the JavaScript class."""
+    expected = re.sub(f"[{WHITESPACE}]+", " ", raw).strip(" ")
+    assert collapse_whitespace(raw) == expected
+
+
+def test_every_javascript_space_but_the_ascii_one_is_unprintable() -> None:
+    assert [c for c in _JS_SPACES if c.isprintable()] == [" "]
 
 
 def test_strip_leaves_inner_runs() -> None:

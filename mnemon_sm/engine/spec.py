@@ -167,9 +167,10 @@ class FlowSpec:
     state_defs: dict[str, dict[str, Any]]
     transitions: tuple[TransitionDoc, ...]
 
-    @property
+    @functools.cached_property
     def external_events(self) -> frozenset[str]:
-        """Events a caller may send (internal ones are raised by callbacks)."""
+        """Events a caller may send (internal ones are raised by callbacks); computed once,
+        every event a caller sends is checked against it."""
         return frozenset(e for e, d in self.events.items() if d.raised_by is None)
 
     @property
