@@ -27,7 +27,7 @@ from mnemon_sm.flows.documents.cache import IndexCache
 from mnemon_sm.flows.documents.journal import JOURNAL_PATH
 from mnemon_sm.flows.documents.model import INDEX_PATH, encode_index, parse_index
 from mnemon_sm.ports import Ports
-from mnemon_sm.testing.memory import MemoryFiles, memory_ports
+from mnemon_sm.testing.memory import MemoryFiles, MemoryIds, memory_ports
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "property_tests"))
 from test_document_properties import committed_records
@@ -46,17 +46,6 @@ def files_of(ports: Ports) -> MemoryFiles:
 def committed(ports: Ports) -> list[Any]:
     files = files_of(ports).files
     return committed_records(files.get(INDEX_PATH), files.get(JOURNAL_PATH))
-
-
-class CountingIds:
-    """Ids in a fixed order, so twin roots name their documents alike."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def new_id(self) -> str:
-        self.n += 1
-        return f"{self.n:08x}-0000-4000-8000-000000000000"
 
 
 def story(root: MemoryRoot, ports: Ports, steps: int) -> None:
@@ -85,7 +74,7 @@ def test_a_journal_root_commits_what_a_file_root_commits(
     twins = {}
     for config in (FILE, JOURNAL):
         ports, _ = memory_ports()
-        ports = attrs.evolve(ports, ids=CountingIds())
+        ports = attrs.evolve(ports, ids=MemoryIds(seed=1))  # twins name documents alike
         root = MemoryRoot.open(ROOT, config, ports=ports)
         story(root, ports, 60)
         twins[config.documents_index] = (root, ports)
