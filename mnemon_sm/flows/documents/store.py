@@ -1,6 +1,9 @@
 """I/O of the document store through the ``Files`` and ``Locks`` ports.
 
-Protocols (every write is a temporary file, fsynced, renamed; the index is the commit point):
+Protocols (every write is a temporary file, fsynced, renamed; committing the index is the
+commit point: ``index.json`` replaced, or, for a root whose ``documents_index`` is
+``journal``, one line appended to ``documents/index.journal``, see
+:mod:`~mnemon_sm.flows.documents.journal`):
 
 - create: write the new file, then commit the index; a crash in between leaves an orphan
   file no record names, which opening removes (the create was never acknowledged);
@@ -14,15 +17,16 @@ Protocols (every write is a temporary file, fsynced, renamed; the index is the c
   removed before the index says archived and the archived copy is durable.
 
 A request that *fails* (a ``StorageError`` reaches the caller) is different from a crash: its
-writes are put back before the error is raised (:class:`Undo`), so nothing of it is visible
-and opening has nothing to roll forward.
+writes are put back before the error is raised (:class:`~mnemon_sm.flows.documents.undo.Undo`,
+a journal line included), so nothing of it is visible and opening has nothing to roll forward.
 
 Directories are checked to be real directories (never symlinks) before use; files are opened
 without following symlinks by the adapter.
 
 The index is read and written through the root's
 :class:`~mnemon_sm.flows.documents.cache.IndexCache` (parsed once per change, encoded from
-cached record blocks); the protocols above do not depend on it.
+cached record blocks, committed by rewrite or by journal); the protocols above do not depend
+on it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ two from the records is a walk over every record, which at 10,000 documents cost
 the rest of an operation; an :class:`IndexView` carries them, computed once when an index is
 parsed and carried forward when a commit changes some records (:meth:`IndexView.with_records`),
 so finding a document and checking the capacity cost the same at any size. Pure; a view never
-changes after it is built (its position map is shared with no other view).
+changes after it is built (a commit that adds no document shares its position map, which
+nothing ever changes; one that adds documents copies it).
 """
 
 from __future__ import annotations
