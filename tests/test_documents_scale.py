@@ -171,12 +171,12 @@ def test_a_record_the_parse_would_refuse_is_never_committed(mode: str) -> None:
     cache = IndexCache(mode)
     good = rules.draft_create({"title": "T", "content": "c"}, "0123abcd-1", "now", "/w").record
     cache.view(files)
-    view = cache.commit(files, Undo(files), [good], "off")
+    view = cache.commit(files, Undo(files), [good])
     assert view.records == (good,) and view.active_bytes == good.size_bytes
     before = dict(files.files)
     for bad in (attrs.evolve(good, filename="../x.md"), attrs.evolve(good, relative_path="x")):
         with pytest.raises(CorruptStore, match="unsafe"):
-            cache.commit(files, Undo(files), [bad], "off")
+            cache.commit(files, Undo(files), [bad])
         assert files.files == before and cache.view(files).records == (good,)
     assert IndexCache().view(files).records == (good,)  # another process reads the same
 
@@ -455,14 +455,14 @@ def test_a_record_replaced_in_place_is_committed_without_a_parse(parses: list[in
     records = cache.view(files).records
     parses.clear()
     touched = attrs.evolve(records[3], last_accessed_at="2030-01-01T00:00:00.000Z")
-    view = cache.commit(files, Undo(files), [touched], "off")
+    view = cache.commit(files, Undo(files), [touched])
     assert view.records == (*records[:3], touched, *records[4:])
     assert cache.view(files) is view and parses == []  # remembered: nothing parsed
     assert parse_index(files.files[INDEX_PATH]) == view.records
     before = dict(files.files)
     unsafe = attrs.evolve(records[5], relative_path="documents/active/../../x.md")
     with pytest.raises(CorruptStore, match="unsafe"):
-        cache.commit(files, Undo(files), [unsafe], "off")
+        cache.commit(files, Undo(files), [unsafe])
     assert files.files == before
     assert cache.encode(records) == model.encode_index(records)
 

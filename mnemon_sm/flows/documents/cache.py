@@ -37,9 +37,10 @@ Commits (:meth:`IndexCache.commit`, called under the index lock right after
 replaced (then any journal removed: the index now holds it); in ``journal`` mode the changed
 records are appended as one journal line. Both go through the caller's
 :class:`~mnemon_sm.flows.documents.undo.Undo`, so a failed request puts back what it wrote.
-:meth:`IndexCache.compact` folds the journal into ``index.json``; callers run it once their
-request has succeeded (past :data:`~mnemon_sm.flows.documents.journal.JOURNAL_MAX`), when a
-root closes, and when a ``file``-mode root opens.
+:meth:`IndexCache.compact` folds the journal into ``index.json``: through
+:meth:`IndexCache.fold_if_due` once a request has succeeded (past
+:data:`~mnemon_sm.flows.documents.journal.JOURNAL_MAX`), and whole when a root closes and when
+a ``file``-mode root opens.
 
 Bounds: one index (bytes, records, view), one journal, one block per record of the last index
 encoded; each replaced as a whole, never grown past what it describes. The cache's own lock
@@ -123,11 +124,10 @@ class IndexCache:
             self._journal, self._view = _Seen(jstamp, jdata), view
             return view
 
-    def commit(
-        self, files: Files, undo: Undo, changed: Sequence[DocumentRecord], durability: str
-    ) -> IndexView:
+    def commit(self, files: Files, undo: Undo, changed: Sequence[DocumentRecord]) -> IndexView:
         """Commit ``changed`` (each replaces the record of its id, or is added) through
-        ``undo``; call under the index lock, after :meth:`view`. Returns the new view.
+        ``undo``, synced as ``undo``'s durability says; call under the index lock, after
+        :meth:`view`. Returns the new view.
         Raises ``CorruptStore`` before writing anything for a record the index may not hold,
         or ``StorageError`` (the caller rolls ``undo`` back)."""
         with self._lock:
@@ -167,6 +167,13 @@ class IndexCache:
                 files.fsync(DOCUMENTS_DIR)
             self._journal = _Seen()
             return True
+
+    def fold_if_due(self, files: Files, durability: str) -> None:
+        """After a request's commit (under the index lock): fold a journal past its bound.
+        The request is committed either way, so a failure here only leaves the journal,
+        valid, for a later commit to fold."""
+        with contextlib.suppress(StorageError):
+            self.compact(files, durability)
 
     def _seed_blocks(self, data: bytes, records: Records) -> None:
         """Take the blocks of the index just parsed from its bytes, so that the first rewrite

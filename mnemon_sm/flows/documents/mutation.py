@@ -308,7 +308,7 @@ class DocumentFlow(FlowContext):
                 # Committed: an active copy left by a failure here is removed by opening.
                 with contextlib.suppress(StorageError):
                     self.files.remove(current.path("active"))
-                self._compact()
+                self.cache.fold_if_due(self.files, self.config.durability)
         except MnemonError as exc:
             return self.refuse(machine, "move_refused", exc)
         moved = attrs.evolve(run, spaces=spaces, archived=(*run.archived, victim.id))
@@ -349,7 +349,7 @@ class DocumentFlow(FlowContext):
                     memory_body_ids=spaces[:MEMORY_BODY_IDS_MAX],
                 )
                 undo.write(archived.path(), render(archived, run.victim_body))
-                self.cache.commit(self.files, undo, [archived], "full")
+                self.cache.commit(self.files, undo, [archived])
             except MnemonError:
                 undo.rollback()
                 _withdraw(tools.service, applied)
@@ -370,11 +370,11 @@ class DocumentFlow(FlowContext):
                 undo = store.Undo(self.files, self.config.durability)
                 try:
                     undo.write(draft.record.path(), draft.data)
-                    self.cache.commit(self.files, undo, [draft.record], self.config.durability)
+                    self.cache.commit(self.files, undo, [draft.record])
                 except StorageError:
                     undo.rollback()  # a failed request leaves nothing to see or roll forward
                     raise
-                self._compact()
+                self.cache.fold_if_due(self.files, self.config.durability)
         except MnemonError as exc:
             return self.refuse(machine, "commit_failed", exc)
         action = "created" if draft.previous is None else "updated"
@@ -401,13 +401,6 @@ class DocumentFlow(FlowContext):
         return draft_on(
             self.files, view, run.op, run.request, run.doc_id, self.clock, self.root_path
         )
-
-    def _compact(self) -> None:
-        """After a request's commit (under the lock): fold a journal that passed its bound
-        into the index. The request is committed either way, so a failure here only leaves
-        the journal for a later commit to fold."""
-        with contextlib.suppress(StorageError):
-            self.cache.compact(self.files, self.config.durability)
 
     def _locked(self) -> store.IndexLock:
         return store.IndexLock(self.mutex, self.locks, self.config.lock_timeout_ms)

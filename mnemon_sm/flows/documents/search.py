@@ -114,14 +114,13 @@ class DocumentSearchFlow(FlowContext):
             undo = store.Undo(self.files, self.config.durability)
             try:
                 changed = list(fresh.values())
-                touched = self.cache.commit(self.files, undo, changed, self.config.durability)
+                touched = self.cache.commit(self.files, undo, changed)
             except StorageError:
                 undo.rollback()
                 fresh = {r.id: r for _, r, _ in top}  # bookkeeping only: the results as stored
             else:
                 self.index.follow(records, touched.records, fresh)
-                with contextlib.suppress(StorageError):
-                    self.cache.compact(self.files, self.config.durability)
+                self.cache.fold_if_due(self.files, self.config.durability)
         return [SearchHit(fresh[r.id], b, p, rules.excerpt(b)) for p, r, b in top]
 
 

@@ -137,7 +137,7 @@ def repair(files: Files, cache: IndexCache) -> tuple[DocumentRecord, ...]:
             if isinstance(ident, str) and ident not in {r.id for r in records}:
                 files.remove(f"{ACTIVE_DIR}/{name}")  # an unacknowledged create
     if rolled:
-        cache.commit(files, Undo(files), rolled, "full")
+        cache.commit(files, Undo(files), rolled)
     if cache.mode == "file":
         cache.compact(files, "full", due_only=False)
     return tuple(records)
