@@ -9,6 +9,13 @@ with those rounds (so disk noise hits every series alike), floors with the same 
   lock (the real adapter's, the reference's lock file included), write and rename the
   projection, write, fsync and rename ``memories.json``, fsync the directory (no parsing, no
   validation, no machine);
+- reload floor: the protocol floor plus reading ``memories.json`` back under the lock, which
+  every operation does (ours and the reference's), so that a change by another process is
+  never overwritten;
+- rules only: the engine-free bound (:class:`RulesOnly`): our request check, reload, rules,
+  encoding and commit protocol through the real adapters, with no state machine, group
+  commit, events or facade. Beside the floor it shows what the rules and the encoding cost;
+  beside ``mixed``, what everything else does;
 - source-only floor: the protocol floor without the projection, what a commit with
   ``projections = "lazy"`` must do (beside the same mix on a lazy root);
 - with ``--hermes``: Hermes Agent's ``MemoryStore`` 0.19.0 on the same mix (installed with
@@ -48,9 +55,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.adapters.real import RealLocks
+from mnemon_sm.adapters.real import RealFiles, RealLocks
 from mnemon_sm.engine.flow import engine
-from mnemon_sm.flows.hot.model import LOCK_NAME
+from mnemon_sm.flows.hot.model import LOCK_NAME, SOURCE_PATH
+from mnemon_sm.flows.hot.rules import Commit, check_request, plan_mutation
+from mnemon_sm.flows.hot.store import SourceCache, commit
+from mnemon_sm.text import iso_ms
 
 ENTRY_BYTES = 100
 FILL = 0.8
@@ -112,6 +122,22 @@ class Floors:
         finally:
             self.locks.release(LOCK_NAME)
 
+    def protocol_with_reload(self) -> None:
+        """The protocol floor plus the reload every operation makes under the lock (the
+        reference's too): ``memories.json`` read back before the writes."""
+        self.locks.acquire(LOCK_NAME, 5000)
+        try:
+            fd = os.open(self.dir / "memories.json", os.O_RDONLY)
+            try:
+                os.read(fd, len(self.source) + 1)
+            finally:
+                os.close(fd)
+            self._write("MEMORY.md", self.projection, False)
+            self._write("memories.json", self.source, True)
+            self._fsync_dir()
+        finally:
+            self.locks.release(LOCK_NAME)
+
     def source_only(self) -> None:
         """The protocol floor of ``projections = "lazy"``: the source alone."""
         self.locks.acquire(LOCK_NAME, 5000)
@@ -120,6 +146,40 @@ class Floors:
             self._fsync_dir()
         finally:
             self.locks.release(LOCK_NAME)
+
+
+class RulesOnly:
+    """The engine-free bound: the same request check, reload, rules, encoding and commit
+    protocol (``flows.hot.store.commit``) through the real adapters under the same lock, and
+    nothing else (no state machine, group commit, events or facade). No dispatcher can make
+    an operation faster than this; what separates it from the protocol floor is the cost of
+    the rules and the encoding themselves."""
+
+    def __init__(self, directory: Path, source: bytes, durability: str, limit: int) -> None:
+        (directory / "runtime").mkdir(parents=True, exist_ok=True)
+        (directory / SOURCE_PATH).write_bytes(source)
+        self.files, self.locks = RealFiles(directory), RealLocks(directory)
+        self.cache, self.durability, self.limit = SourceCache(), durability, limit
+
+    def op(self, action: str, **fields: str) -> None:
+        mutation = check_request(action=action, target="memory", **fields)
+        self.locks.acquire(LOCK_NAME, 5000)
+        try:
+            before = self.cache.load(self.files.read(SOURCE_PATH))
+            now = iso_ms(time.time_ns() // 1_000_000)
+            outcome = plan_mutation(before, mutation, now, self.limit)
+            assert isinstance(outcome, Commit)
+            after = outcome.store
+            data = commit(self.files, before, after, self.durability, (mutation.target,))
+            self.cache.remember(data, after, mutation.target)
+        finally:
+            self.locks.release(LOCK_NAME)
+
+    def mixed_round(self, i: int) -> None:
+        a, b = entry("new", i), entry("alt", i)
+        self.op("add", content=a)
+        self.op("replace", old_text=a[:16], content=b)
+        self.op("remove", old_text=b[:16])
 
 
 def rate(fn: Callable[[], None], n: int) -> float:
@@ -196,14 +256,17 @@ def bench_durability(
         (files / "MEMORY.md").read_bytes(),
         (files / "memories.json").read_bytes(),
     )
+    bare = RulesOnly(base / f"rules-{durability}", floors.source, durability, limit)
     other = Hermes(hermes, base / f"hermes-{durability}") if hermes is not None else None
     counter = iter(range(10**9))
     rounds = max(1, per_block // 3)
     series: dict[str, list[float]] = {"mixed": [], "lazy": [], "protocol": [], "source": []}
-    series.update({"raw": [], **({"hermes": []} if other else {})})
+    series.update({"raw": [], "reload": [], "rules": [], **({"hermes": []} if other else {})})
     for _ in range(blocks):  # each compared pair runs back to back
         series["protocol"].append(rate(floors.protocol, per_block))
         series["mixed"].append(rate(lambda: mixed_round(root, next(counter)), rounds) * 3)
+        series["rules"].append(rate(lambda: bare.mixed_round(next(counter)), rounds) * 3)
+        series["reload"].append(rate(floors.protocol_with_reload, per_block))
         if other is not None:
             series["hermes"].append(rate(lambda: other.mixed_round(next(counter)), rounds) * 3)
         series["lazy"].append(rate(lambda: mixed_round(lazy, next(counter)), rounds) * 3)
@@ -226,6 +289,11 @@ def bench_durability(
         "mixed_vs_protocol_floor": ratio("mixed", "protocol"),
         "mixed_vs_raw_floor": ratio("mixed", "raw"),
         "overhead_over_protocol_floor_us": round(overhead_us),
+        "reload_floor_ops_per_s": round(medians["reload"]),
+        "mixed_vs_reload_floor": ratio("mixed", "reload"),
+        "rules_only_ops_per_s": round(medians["rules"]),
+        "rules_only_vs_protocol_floor": ratio("rules", "protocol"),
+        "mixed_vs_rules_only": ratio("mixed", "rules"),
         "lazy_mixed_ops_per_s": round(medians["lazy"]),
         "source_only_floor_ops_per_s": round(medians["source"]),
         "lazy_vs_source_only_floor": ratio("lazy", "source"),

@@ -74,7 +74,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 LOGGER = "mnemon_sm"
-logging.getLogger(LOGGER).addHandler(logging.NullHandler())
+_PACKAGE_LOGGER = logging.getLogger(LOGGER)  # looked up once: getLogger takes a global lock
+_PACKAGE_LOGGER.addHandler(logging.NullHandler())
 
 EVENT_KINDS: frozenset[str] = frozenset(
     {
@@ -235,7 +236,7 @@ class Events:
     def active(self) -> bool:
         """Whether anyone listens: a hook is subscribed or the package logger is enabled for
         ``INFO``. When nobody does, an event costs no clock reading and no allocation."""
-        return bool(self._hooks) or logging.getLogger(LOGGER).isEnabledFor(logging.INFO)
+        return bool(self._hooks) or _PACKAGE_LOGGER.isEnabledFor(logging.INFO)
 
     def emit(
         self, kind: str, data: Mapping[str, Any], *, ok: bool = True, result: object = None

@@ -28,6 +28,7 @@ from mnemon_sm.errors import (
     ReadOnly,
     StorageError,
 )
+from mnemon_sm.flows.hot.group import _Slot
 from mnemon_sm.flows.hot.model import SOURCE_PATH
 from mnemon_sm.testing.faults import RaisingPort
 from mnemon_sm.testing.memory import memory_ports
@@ -301,3 +302,35 @@ def test_a_caller_that_holds_the_mutex_already_leads_at_once() -> None:
     assert group.batches == 1
     contents = [e.content for e in root.hot.snapshot().entries]
     assert contents[-2:] == ["queued", "re-entrant"]
+
+
+def test_a_lone_caller_sends_its_request_at_once_without_queueing() -> None:
+    root, _ = _root()
+    group = root.hot._group
+    queued: list[int] = []
+    original = group._lead
+
+    def lead(slot: Any) -> None:
+        queued.append(len(group._queue))
+        original(slot)
+
+    group._lead = lead  # type: ignore[method-assign]
+    receipt = root.hot.add("memory", "alone at last")
+    assert receipt.success and receipt.added == "alone at last"
+    assert queued == [] and group._queue == [] and not group._leading
+    assert group.batches == 0
+
+
+def test_a_caller_that_finds_a_request_queued_goes_after_it() -> None:
+    """The mutex is free but a request waits in the queue (its caller is about to lead): a
+    new caller may not overtake it. It leads, settling the queued request first, in one
+    batch, as the twin that makes the calls one at a time in that order."""
+    root, ports = _root()
+    waiting = _Slot("add", {"target": "memory", "content": "queued first"})
+    root.hot._group._queue.append(waiting)
+    mine = root.hot.replace("memory", "queued first", "overtaken")  # matches only after it
+    assert waiting.done and waiting.answer().added == "queued first"
+    assert mine.replaced is not None and mine.replaced.to == "overtaken"
+    assert root.hot._group.batches == 1
+    _, files = one_at_a_time([add("queued first"), replace("queued first", "overtaken")])
+    assert [ports.files.read(p) for p in FILES] == files

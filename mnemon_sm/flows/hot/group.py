@@ -14,12 +14,13 @@ the mutex takes every request queued so far, its own included, and settles them 
   one write of each changed file, one fsync round. Each caller gets its own receipt or error,
   the one it would have got had it taken the lock right after the request before it.
 
-One caller at a time leads: it takes the mutex (which capacity maintenance and context
-rendering hold too) and settles the queue; the others wait until it is done and are woken
-together, each returning at once with its answer if it was settled, or leading next. A caller
-that holds the mutex already (a re-entrant call) leads at once. Queue order is lock order
-(INV-HOT-7): concurrent callers never had an order to keep, and one caller's requests are in its
-own order, since it waits for each.
+A caller that finds the queue empty, no leader and the mutex free sends its request at once,
+without queueing. Otherwise one caller at a time leads: it takes the mutex (which capacity
+maintenance and context rendering hold too) and settles the queue; the others wait until it is
+done and are woken together, each returning at once with its answer if it was settled, or
+leading next. A caller that holds the mutex already (a re-entrant call) leads at once. Queue
+order is lock order (INV-HOT-7): concurrent callers never had an order to keep, and one
+caller's requests are in its own order, since it waits for each.
 
 When an exception other than a typed error escapes a batch (``KeyboardInterrupt`` in the
 settling thread, say), the settling thread gets it unchanged. The others are not left
@@ -86,6 +87,14 @@ class GroupCommit:
 
     def run(self, action: str, **fields: Any) -> Receipt:
         """Settle one request (see :meth:`HotMutationFlow.run` for ``fields``)."""
+        # Alone: nothing queued, nobody leading and the mutex free. Sent as its own event at
+        # once, as a lone slot would be; a caller that queues meanwhile leads after it.
+        if not self._queue and not self._leading and self._mutex.acquire(blocking=False):
+            try:
+                if not self._queue and not self._leading:
+                    return self._flow.run(action, **fields)
+            finally:
+                self._mutex.release()
         slot = _Slot(action, fields)
         with self._guard:
             self._queue.append(slot)

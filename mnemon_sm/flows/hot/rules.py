@@ -190,8 +190,8 @@ def plan_mutation(store: HotStore, m: Mutation, now: str, limit: int) -> Outcome
         return Rejected(
             DuplicateEntry(f"Another {target} entry already says {_quote(m.content)}.")
         )
-    updated = attrs.evolve(
-        found, content=m.content, updated_at=now, importance=m.importance or found.importance
+    updated = HotEntry(
+        m.content, found.created_at, now, found.target, m.importance or found.importance
     )
     size = used - _size(found.content) + _size(m.content)
     after = HotStore.derive(
