@@ -101,6 +101,7 @@ _UNSUPPORTED_HOOKS = ("prepare_event", "on_invoke_state")
 _EXPANDED_EVENT_PREFIXES = ("error_", "done_state_", "done_invoke_")
 _INITIAL_EVENT = "__initial__"
 _NO_KWARGS: Mapping[str, Any] = {}
+_SEND_OPTIONS = frozenset({"delay", "send_id", "internal"})  # the reference's; not supported
 
 Call = Callable[[dict[str, Any]], Any]
 
@@ -383,6 +384,7 @@ class _Bound:
         "after",
         "before",
         "final",
+        "fixed",
         "guards",
         "on",
         "ref",
@@ -404,6 +406,7 @@ class _Bound:
         self.before = _bind(t.before, sources, where)
         self.on = _bind(t.on, sources, where)
         self.after = _bind(t.after, sources, where)
+        self.fixed: dict[str, Any] = {}  # the step's arguments that never change (see below)
 
 
 class CompiledMachine:
@@ -440,6 +443,16 @@ class CompiledMachine:
             key: tuple(_Bound(t, chart, sources) for t in ts)
             for key, ts in chart.eventless.items()
         }
+        for bounds in (*self._table.values(), *self._eventless.values()):
+            for b in bounds:  # what every step of ``b`` passes besides the event's arguments
+                b.fixed = {
+                    "machine": self,
+                    "model": model,
+                    "transition": b.ref,
+                    "state": b.source,
+                    "source": b.source,
+                    "target": b.target_state,
+                }
         self._enter = {s: _bind(v, sources, f"{chart.flow}: {s}") for s, v in chart.enter.items()}
         self._exit = {s: _bind(v, sources, f"{chart.flow}: {s}") for s, v in chart.exit.items()}
         if getattr(model, "state", None) is None:  # else it resumes where the model is
@@ -477,7 +490,7 @@ class CompiledMachine:
     def _put(
         self, event: str, args: tuple[Any, ...], kwargs: dict[str, Any], internal: bool
     ) -> None:
-        if args or not {"delay", "send_id", "internal"}.isdisjoint(kwargs):
+        if args or not _SEND_OPTIONS.isdisjoint(kwargs):
             raise TypeError(
                 "the compiled engine takes events with keyword arguments only (no positional"
                 " arguments, delay, send_id or internal)"
@@ -578,14 +591,10 @@ class CompiledMachine:
         arguments of its step."""
         if not candidates:
             return None
+        bound_event = None if event is None else self._event(event)
         for t in candidates:
-            kw = dict(kwargs)
-            kw["machine"] = self
-            kw["event"] = None if event is None else self._event(event)
-            kw["model"] = self.model
-            kw["transition"] = t.ref
-            kw["state"] = kw["source"] = t.source
-            kw["target"] = t.target_state
+            kw = {**kwargs, **t.fixed}
+            kw["event"] = bound_event
             for validate in t.validators:
                 validate(kw)
             for guard, expected in t.guards:
