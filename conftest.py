@@ -16,6 +16,7 @@ run at its end when the whole suite ran and a transition was never taken.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -93,3 +94,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         names = ", ".join(report.nodeid for report in skipped)
         print(f"\nCI allows no skipped tests; skipped: {names}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL server for this test session (each pytest-xdist worker starts
+    its own): see :mod:`mnemon_sm.testing.pg_cluster`. Tests give every root a new name."""
+    from mnemon_sm.testing.pg_cluster import Cluster
+
+    cluster = Cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()

@@ -22,12 +22,14 @@ from pathlib import Path
 
 import attrs
 
-from mnemon_sm.adapters.real import RandomIds, real_ports
+from mnemon_sm.adapters.postgres import PgBackend, is_postgres_url, redacted
+from mnemon_sm.adapters.real import RandomIds, SystemClock, real_ports
 from mnemon_sm.adapters.select import open_long_term
 from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.agent_tools import AgentTools
 from mnemon_sm.config import Config
+from mnemon_sm.errors import StorageError
 from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.hot.api import Context, HotMemory, HotSnapshot, Preview, _Shared
 from mnemon_sm.flows.hot.history import HotHistory
@@ -51,13 +53,24 @@ Progress = Callable[[str, int, int], None]  # (what, done, total) of a long rebu
 
 
 def _open_long_term(
-    path: Path, config: Config, ports: Ports, delegate: Delegate, progress: Progress | None
+    path: Path | None,
+    config: Config,
+    ports: Ports,
+    delegate: Delegate,
+    progress: Progress | None,
 ) -> tuple[LongTermMemory, LongTermStore | None]:
     """The long-term facade, and the store it uses when this root opened it (None when the
-    caller passed one in ``ports``: that one stays the caller's to close)."""
+    caller passed one in ``ports``: that one stays the caller's to close). A root with no
+    directory (on PostgreSQL) needs the store in ``ports``."""
     owned: LongTermStore | None = None
     store = ports.long_term
+    if store is None and path is None:
+        raise StorageError(
+            "Memory Spaces of a PostgreSQL root are not stored on PostgreSQL yet: pass a "
+            "long-term store in ports.long_term"
+        )
     if store is None:
+        assert path is not None
         store = owned = open_long_term(path, ports.clock, config, ports.embedder, progress)
     catalog = Catalog(
         ports.files,
@@ -84,9 +97,22 @@ class MemoryRoot:
     project Documents (``documents/``)."""
 
     def __init__(
-        self, path: Path, config: Config, ports: Ports, progress: Progress | None = None
+        self,
+        path: Path | None,
+        config: Config,
+        ports: Ports,
+        progress: Progress | None = None,
+        *,
+        backend: PgBackend | None = None,
+        location: str | None = None,
     ) -> None:
+        """Use :meth:`open`. ``path`` is the root's directory, None for a root on PostgreSQL
+        (``backend``, which the root closes when it closes; ``location``, its URL without a
+        password)."""
         self.path, self.config = path, config
+        self._backend = backend
+        #: Where the root lives, for people: its directory, or its URL without a password.
+        self.location = location or (path.as_posix() if path is not None else "")
         self._ports = ports
         self._progress = progress
         self._events = Events(ports.clock.now_ms)
@@ -117,7 +143,7 @@ class MemoryRoot:
             ports.locks,
             ports.clock,
             config,
-            path.as_posix(),
+            self.location,
             lambda: self.long_term,
             self._delegate,
             (ports.ids or RandomIds()).new_id,
@@ -200,7 +226,10 @@ class MemoryRoot:
         """Open (creating if needed) the storage root at ``path`` and repair it.
 
         Args:
-            path: the root directory; ``~`` is expanded.
+            path: the root directory (``~`` is expanded), or a root on a PostgreSQL server:
+                ``postgresql://user@host/db?root=NAME`` (the ``postgres`` extra; several
+                roots share a database). Memory Spaces of such a root are not stored on
+                PostgreSQL yet: pass a long-term store in ``ports`` to use them.
             config: settings; defaults to ``Config()``.
             ports: adapters to use instead of the real ones (tests, embedding).
             workers: the LLM workers to use (default: the built-in deterministic ones).
@@ -213,13 +242,32 @@ class MemoryRoot:
             LockTimeout, StorageError: the root cannot be used. A corrupt ``memories.json``
             does not prevent opening; every operation then raises ``CorruptStore``.
         """
-        root = Path(path).expanduser()
-        ports = ports or real_ports(root)
+        backend: PgBackend | None = None
+        root: Path | None = None
+        location: str | None = None
+        if is_postgres_url(path):
+            location = redacted(str(path))
+            if ports is None:
+                backend = PgBackend(str(path))
+                ports = Ports(
+                    files=backend.files, locks=backend.locks, clock=SystemClock(), ids=RandomIds()
+                )
+        else:
+            root = Path(path).expanduser()
+            ports = ports or real_ports(root)
+        assert ports is not None
         if workers is not None:
             ports = attrs.evolve(ports, workers=workers)
         if embedder is not None:
             ports = attrs.evolve(ports, embedder=embedder)
-        return cls(root, config or Config(), ports, progress)
+        try:
+            return cls(
+                root, config or Config(), ports, progress, backend=backend, location=location
+            )
+        except BaseException:
+            if backend is not None:
+                backend.close()
+            raise
 
     @host_only
     def close(self) -> None:
@@ -243,6 +291,8 @@ class MemoryRoot:
                 store, self._owned_store = self._owned_store, None
                 if isinstance(store, EmbeddedStore):  # the Mnemon CLI adapter holds nothing open
                     store.close(checkpoint=False)  # see EmbeddedStore.close
+                if self._backend is not None:
+                    self._backend.close()
 
     def __enter__(self) -> MemoryRoot:
         return self

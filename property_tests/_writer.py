@@ -41,11 +41,12 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _REPO not in sys.path:  # run by path: make the package importable without installing it
     sys.path.insert(0, _REPO)
 
+from mnemon_sm.adapters.postgres import PgBackend, is_postgres_url  # noqa: E402
 from mnemon_sm.adapters.real import RealFiles, RealLocks, SystemClock  # noqa: E402
 from mnemon_sm.config import Config  # noqa: E402
 from mnemon_sm.errors import MnemonError  # noqa: E402
 from mnemon_sm.flows.hot.model import LOCK_NAME  # noqa: E402
-from mnemon_sm.ports import Locks, Ports  # noqa: E402
+from mnemon_sm.ports import Files, Locks, Ports  # noqa: E402
 from mnemon_sm.root import MemoryRoot  # noqa: E402
 
 WORDS = (
@@ -208,7 +209,7 @@ class Plan:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", required=True)
+    parser.add_argument("--root", required=True, help="a directory, or a PostgreSQL root URL")
     parser.add_argument("--proc", required=True, help="a tag like p0 (letters then digits)")
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--ops", type=int, required=True)
@@ -228,8 +229,15 @@ def main(argv: list[str] | None = None) -> int:
         durability=opts.durability, user_limit=opts.user_limit,
         memory_limit=opts.memory_limit, lock_timeout_ms=opts.lock_timeout_ms,
     )  # fmt: skip
-    locks = RecordingLocks(RealLocks(opts.root), opts.lock_log, opts.proc)
-    ports = Ports(files=RealFiles(opts.root), locks=locks, clock=SystemClock())
+    files: Files
+    inner: Locks
+    if is_postgres_url(opts.root):  # a root on PostgreSQL: this process is one more host
+        backend = PgBackend(opts.root)
+        files, inner = backend.files, backend.locks
+    else:
+        files, inner = RealFiles(opts.root), RealLocks(opts.root)
+    locks = RecordingLocks(inner, opts.lock_log, opts.proc)
+    ports = Ports(files=files, locks=locks, clock=SystemClock())
     if opts.wait_open and sys.stdin.readline().strip() != "open":
         return 3
     root = MemoryRoot.open(opts.root, config, ports=ports)

@@ -24,10 +24,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from mnemon_sm.adapters.postgres import PgBackend
 from mnemon_sm.adapters.real import RealFiles
 from mnemon_sm.config import Config, Durability
 from mnemon_sm.flows.hot.invariants import check
 from mnemon_sm.flows.hot.model import SOURCE_PATH
+from mnemon_sm.ports import Files
 from mnemon_sm.root import MemoryRoot
 
 WRITER = Path(__file__).with_name("_writer.py")
@@ -126,7 +130,7 @@ class RefModel:
 # -- writer processes ---------------------------------------------------------------------------
 
 
-def spawn_writer(root: Path, out: Path, proc: str, seed: int, ops: int, durability: str,
+def spawn_writer(root: Path | str, out: Path, proc: str, seed: int, ops: int, durability: str,
                  *extra: str) -> subprocess.Popen[bytes]:  # fmt: skip
     """Start a writer (``extra``: more options); its stdout goes to ``out``."""
     args = [
@@ -177,12 +181,14 @@ def read_lines(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
-def disk_entries(root: Path) -> list[Entry]:
-    """The entries of ``memories.json``; a root no commit ever reached has no source file."""
-    source = root / SOURCE_PATH
-    if not source.exists():  # e.g. a writer killed before its first commit
+def disk_entries(root: Path | Files) -> list[Entry]:
+    """The entries of ``memories.json`` (of a root's directory, or read through a ``Files``
+    port); a root no commit ever reached has no source file."""
+    files = RealFiles(root) if isinstance(root, Path) else root
+    source = files.read(SOURCE_PATH)
+    if source is None:  # e.g. a writer killed before its first commit
         return []
-    data = json.loads(source.read_text(encoding="utf-8"))
+    data = json.loads(source.decode("utf-8"))
     return [(e["target"], e["content"], e["importance"]) for e in data["entries"]]
 
 
@@ -201,9 +207,22 @@ PROCS, OPS = 4, 100
 SEED = 7_2024
 
 
-def test_concurrent_writers_equal_lock_order_replay(tmp_path: Path) -> None:
-    """INV-HOT-7: the final source and every acknowledgement equal the lock-order replay."""
-    root, log = tmp_path / "root", tmp_path / "lock-order.log"
+@pytest.mark.parametrize("backend", ["directory", "postgres"])
+def test_concurrent_writers_equal_lock_order_replay(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """INV-HOT-7: the final source and every acknowledgement equal the lock-order replay,
+    on a root in a directory (file locks) and on PostgreSQL (advisory locks; each writer
+    process is another host with its own pool)."""
+    log = tmp_path / "lock-order.log"
+    root: Path | str = tmp_path / "root"
+    files: Files | None = None
+    if backend == "postgres":
+        cluster = request.getfixturevalue("postgres_cluster")
+        root = cluster.url(f"replay-{tmp_path.name}")
+        opened = PgBackend(root)
+        request.addfinalizer(opened.close)
+        files = opened.files
     # Durability "normal" (fsync of the temporary source file, no directory fsync): the
     # invariant is about what concurrent processes see through the shared page cache, which
     # no fsync changes, so "full" would only slow the run; the file fsync is kept because it
@@ -265,11 +284,12 @@ def test_concurrent_writers_equal_lock_order_replay(tmp_path: Path) -> None:
         assert ack["error"] == "InvalidInput"
         assert model.apply(ack["kind"], ack["args"]) == {"ok": False, "error": "InvalidInput"}
 
-    assert disk_entries(root) == model.entries, f"{INVARIANT}: the source is not the replay"
+    source = files if files is not None else RealFiles(root)
+    assert disk_entries(source) == model.entries, f"{INVARIANT}: the source is not the replay"
     config = Config(
         durability=durability, user_limit=USER_LIMIT, memory_limit=MEMORY_LIMIT
     )  # the writers' settings, so the capacity invariant is checked against their limits
-    assert check(RealFiles(root), config) == []
+    assert check(source, config) == []
 
     # Not vacuous: the writers really interleaved, and the mix reached the interesting rules.
     switches = sum(1 for a, b in itertools.pairwise(order) if a[0] != b[0])

@@ -66,7 +66,7 @@ from types import ModuleType
 from typing import Any
 
 from mnemon_sm.errors import LockTimeout, MnemonError, StorageError
-from mnemon_sm.ports import TEMP_NAME, Ports, Stamp
+from mnemon_sm.ports import TEMP_NAME, Ports, Stamp, path_parts, temp_path
 
 __all__ = ["REFERENCE_LOCKS", "RealFiles", "RealLocks", "SystemClock", "real_ports"]
 
@@ -192,9 +192,7 @@ class RealFiles:
     def _abs(self, path: str) -> str:
         full = self._known.get(path)
         if full is None:
-            parts = path.split("/")
-            if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
-                raise StorageError(f"refusing a path outside the storage root: {path!r}")
+            parts = path_parts(path)
             full = os.path.join(self._base, *parts)
             if not TEMP_NAME.match(parts[-1]):  # temp names are unique: not worth keeping
                 self._known[path] = full
@@ -298,37 +296,34 @@ class RealFiles:
 
     def write_temp(self, path: str, data: bytes) -> str:
         self._abs(path)  # the target obeys the path rules, not only the temp name
-        directory, _, name = path.rpartition("/")
         # pid + time + a per-adapter counter: unique across processes; O_EXCL guards the rest.
-        stamp = f"{_pid()}.{time.time_ns() // 1_000_000}.{next(self._temps):x}"
-        temp = f".{name}.{stamp}.tmp"
-        temp_path = f"{directory}/{temp}" if directory else temp
-        temp_parts = [*directory.split("/"), temp] if directory else [temp]
+        temp_file = temp_path(path, _pid(), time.time_ns() // 1_000_000, next(self._temps))
+        temp_parts = temp_file.split("/")
         try:
             opened, dir_fd, leaf = self._locate(temp_parts)
         except OSError as exc:  # a directory on the way is missing or a symlink
-            raise _storage_error("create", temp_path, exc) from exc
+            raise _storage_error("create", temp_file, exc) from exc
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
             try:
                 fd = os.open(leaf, flags, 0o600, dir_fd=dir_fd)
             except OSError as exc:
-                raise _storage_error("create", temp_path, exc) from exc
+                raise _storage_error("create", temp_file, exc) from exc
             try:
                 _write_all(fd, data)
             except OSError as exc:
                 os.close(fd)
                 with contextlib.suppress(OSError):
                     os.unlink(leaf, dir_fd=dir_fd)
-                raise _storage_error("write", temp_path, exc) from exc
+                raise _storage_error("write", temp_file, exc) from exc
             os.close(fd)
         finally:
             if opened is not None:
                 opened.close()
         if len(self._temp_parts) >= 64:  # temporaries nobody renamed or removed
             self._temp_parts.clear()
-        self._temp_parts[temp_path] = temp_parts
-        return temp_path
+        self._temp_parts[temp_file] = temp_parts
+        return temp_file
 
     def append(self, path: str, data: bytes) -> None:
         try:

@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from mnemon_sm.errors import StorageError
 from mnemon_sm.ports.embedder import Embedder
 from mnemon_sm.ports.long_term.port import DenseBackfill, LongTermStore, SideIndex
 from mnemon_sm.ports.workers import Workers
@@ -39,11 +40,30 @@ __all__ = [
     "Locks",
     "Ports",
     "Stamp",
+    "path_parts",
+    "temp_path",
 ]
 
 #: Every temporary file an adapter creates is named ``.<name>.<pid>.<epoch ms>.<hex>.tmp``
 #: (the reference's pattern), so an opener can recognise and remove what a crashed writer left.
 TEMP_NAME = re.compile(r"^\..+\.[0-9]+\.[0-9]+\.[0-9a-f]+\.tmp$")
+
+
+def path_parts(path: str) -> list[str]:
+    """The components of ``path``, a path every adapter accepts: relative to the storage root,
+    POSIX, with no empty, ``.`` or ``..`` component. Raises ``StorageError`` for any other."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise StorageError(f"refusing a path outside the storage root: {path!r}")
+    return parts
+
+
+def temp_path(path: str, pid: int, epoch_ms: int, serial: int) -> str:
+    """The path of a temporary file for ``path``, beside it and named by :data:`TEMP_NAME`:
+    ``<dir>/.<name>.<pid>.<epoch ms>.<serial in hex>.tmp``."""
+    directory, _, name = path.rpartition("/")
+    temp = f".{name}.{pid}.{epoch_ms}.{serial:x}.tmp"
+    return f"{directory}/{temp}" if directory else temp
 
 
 @attrs.frozen

@@ -74,6 +74,10 @@ def check_files_contract(files: Files) -> None:
     _raises(StorageError, lambda: files.write_temp("nowhere/x", b""), "no temp in a missing dir")
     _raises(StorageError, lambda: files.fsync("runtime/missing"), "fsync of a missing file")
     _raises(StorageError, lambda: files.rename("runtime/missing", "runtime/b"), "rename missing")
+    kept = files.write_temp("runtime/k", b"kept")
+    _raises(StorageError, lambda: files.rename(kept, "nowhere/k"), "no rename to a missing dir")
+    assert files.read(kept) == b"kept", "a rename that fails keeps its source"
+    files.remove(kept)
     temp = files.write_temp("runtime/f", b"")
     files.rename(temp, "runtime/f")
     _raises(StorageError, lambda: files.ensure_dir("runtime/f"), "a file is not a directory")

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.errors import LockTimeout, StorageError
-from mnemon_sm.ports import Ports, Stamp
+from mnemon_sm.ports import Ports, Stamp, path_parts
 from mnemon_sm.ports.embedder import Embedder
 from mnemon_sm.testing.calls import Call, CallLog
 from mnemon_sm.testing.longterm import MemoryLongTermStore, MemoryUpkeepStore
@@ -38,8 +38,7 @@ __all__ = [
 
 
 def _check(path: str) -> None:
-    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in path.split("/")):
-        raise StorageError(f"refusing a path outside the storage root: {path!r}")
+    path_parts(path)
 
 
 def _parent(path: str) -> str:

@@ -1,0 +1,169 @@
+"""Storage roots on PostgreSQL behave as roots in a directory do.
+
+The oracle is a twin: the same calls, with the same clock and ids, on a root in a directory
+(real file adapters) and on a root on a real PostgreSQL server (the test suite starts it:
+``postgres_cluster`` in ``conftest.py``). Every answer (receipt, result or error type) must be
+the same, and so must every file either root holds, byte for byte.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.adapters.postgres import PgBackend
+from mnemon_sm.adapters.real import RealFiles, RealLocks
+from mnemon_sm.errors import MnemonError, StorageError
+from mnemon_sm.ports import Files, Ports
+from mnemon_sm.testing.memory import FakeClock, MemoryIds
+from mnemon_sm.testing.pg_cluster import Cluster
+
+_names = itertools.count()
+
+
+def _url(cluster: Cluster, tag: str) -> str:
+    return cluster.url(f"{tag}-{next(_names)}")
+
+
+def _tree(files: Files, directory: str = "") -> dict[str, bytes]:
+    """Every file under ``directory``, by path (temporary files included)."""
+    found: dict[str, bytes] = {}
+    for name in files.list(directory):
+        path = f"{directory}/{name}" if directory else name
+        data = files.read(path) if not _is_dir(files, path) else None
+        if data is None:
+            found.update(_tree(files, path))
+        else:
+            found[path] = data
+    return found
+
+
+def _is_dir(files: Files, path: str) -> bool:
+    try:
+        files.read(path)
+    except StorageError:
+        return True
+    return False
+
+
+def _answer(call: Callable[[], Any]) -> object:
+    try:
+        result = call()
+    except MnemonError as exc:
+        return type(exc).__name__
+    to_json = getattr(result, "to_json", None)
+    return to_json() if callable(to_json) else result
+
+
+CONFIG = Config(user_limit=400, memory_limit=600)
+
+
+def _story(root: MemoryRoot) -> list[object]:
+    """Hot memory (every rule's refusal included), context, Project Documents and an agent's
+    lifecycle, on one root."""
+    hot, answers = root.hot, []
+    calls: list[Callable[[], Any]] = [
+        lambda: hot.add("user", "Prefers concise answers", importance="critical"),
+        lambda: hot.add("memory", "The release branch is cut on Thursdays"),
+        lambda: hot.add("memory", "The release branch is cut on Thursdays"),  # duplicate
+        lambda: hot.add("memory", "CI runs on two cores"),
+        lambda: hot.replace("memory", "CI runs", "CI runs on two cores, 30 minutes at most"),
+        lambda: hot.replace("memory", "nothing like it", "x"),  # no match
+        lambda: hot.add("memory", "The release branch is frozen on Fridays"),
+        lambda: hot.remove("memory", "release branch"),  # ambiguous
+        lambda: hot.add("memory", "§ is reserved"),  # invalid
+        lambda: hot.add("user", "x" * 500, maintenance=False),  # over capacity
+        lambda: hot.remove("memory", "frozen on Fridays"),
+        lambda: root.context.runtime_memory(),
+        lambda: root.documents.create("Release notes", "# Release\n\nCut on Thursdays.\n"),
+        lambda: root.documents.search("thursdays"),
+        lambda: root.lifecycle("main").session_start(),
+        lambda: root.lifecycle("main").pre_step(
+            1, 1, [{"id": "m1", "role": "user", "content": "ship it"}]
+        ),
+        lambda: root.lifecycle("main").turn_stopping(1),
+        lambda: root.lifecycle("main").status(),
+    ]
+    for call in calls:
+        answers.append(_answer(call))
+    doc_id = answers[12]["document"]["id"]  # type: ignore[index]
+    answers.append(_answer(lambda: root.documents.update(doc_id, content="# Release\n\nMoved.\n")))
+    answers.append(_answer(lambda: root.documents.get(doc_id)[1]))
+    return answers
+
+
+def test_a_postgres_root_answers_and_stores_what_a_directory_root_does(
+    postgres_cluster: Cluster, tmp_path: Path
+) -> None:
+    backend = PgBackend(_url(postgres_cluster, "twin"))
+    try:
+        on_pg = Ports(
+            files=backend.files, locks=backend.locks, clock=FakeClock(), ids=MemoryIds(seed=1)
+        )
+        directory = tmp_path / "root"
+        in_dir = Ports(
+            files=RealFiles(directory),
+            locks=RealLocks(directory),
+            clock=FakeClock(),
+            ids=MemoryIds(seed=1),
+        )
+        pg_root = MemoryRoot.open(backend.display, CONFIG, ports=on_pg)
+        dir_root = MemoryRoot.open(directory, CONFIG, ports=in_dir)
+        assert _story(pg_root) == _story(dir_root)
+        pg_root.close()
+        dir_root.close()
+        # A directory root's locks are files (flock, the reference's lock file); a
+        # PostgreSQL root's are advisory locks: every other file is the same.
+        expected = {
+            path: data
+            for path, data in _tree(in_dir.files).items()
+            if not path.endswith((".lock", ".flock"))
+        }
+        assert "runtime/memories.json" in expected and "runtime/MEMORY.md" in expected
+        assert any(path.startswith("documents/") for path in expected)
+        assert any(path.startswith("state/") for path in expected)
+        assert _tree(on_pg.files) == expected
+    finally:
+        backend.close()
+
+
+def test_a_root_opened_by_url_keeps_what_it_committed(postgres_cluster: Cluster) -> None:
+    url = _url(postgres_cluster, "url")
+    root = MemoryRoot.open(url)
+    assert root.path is None and root.location == url
+    root.hot.add("memory", "Deploys need a second reviewer")
+    root.close()
+    again = MemoryRoot.open(url)
+    try:
+        assert [e.content for e in again.hot.snapshot().entries] == [
+            "Deploys need a second reviewer"
+        ]
+        assert "Deploys need a second reviewer" in again.context.runtime_memory()
+        with pytest.raises(StorageError, match="not stored on PostgreSQL yet"):
+            _ = again.long_term
+    finally:
+        again.close()
+
+
+def test_a_root_url_shows_no_password(postgres_cluster: Cluster) -> None:
+    url = _url(postgres_cluster, "pw").replace("mnemon@", "mnemon:secret@")
+    root = MemoryRoot.open(url)  # trust authentication: the password is not checked
+    try:
+        assert "secret" not in root.location and root.location.startswith("postgresql://mnemon@")
+    finally:
+        root.close()
+
+
+def test_a_bad_root_url_is_a_typed_error_and_touches_nothing(tmp_path: Path) -> None:
+    from mnemon_sm.errors import InvalidInput
+
+    with pytest.raises(InvalidInput):
+        MemoryRoot.open("postgresql://u@/db?root=../escape")
+    with pytest.raises(StorageError, match="cannot open"):
+        MemoryRoot.open(f"postgresql://u@/db?host={tmp_path}&port=1&root=r")
+    assert list(tmp_path.iterdir()) == []
