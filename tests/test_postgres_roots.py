@@ -167,3 +167,26 @@ def test_a_bad_root_url_is_a_typed_error_and_touches_nothing(tmp_path: Path) -> 
     with pytest.raises(StorageError, match="cannot open"):
         MemoryRoot.open(f"postgresql://u@/db?host={tmp_path}&port=1&root=r")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_line_takes_a_root_url(postgres_cluster: Cluster, tmp_path: Path) -> None:
+    """``--root URL`` and ``$MNEMON_DATA_DIR=URL`` open the same root; the commands that
+    work on a directory refuse a URL with a typed error."""
+    from tests.test_cli import base_env, error_of, run_cli
+
+    url = _url(postgres_cluster, "cli")
+    added = run_cli(
+        tmp_path, "--root", url, "hot", "add", "--target", "memory", "Staging is eu-west-1"
+    )
+    assert added.returncode == 0, added.stderr
+    env = {**base_env(tmp_path), "MNEMON_DATA_DIR": url}
+    shown = run_cli(tmp_path, "hot", "show", "--target", "memory", env=env)
+    assert shown.returncode == 0 and "Staging is eu-west-1" in shown.stdout
+    refused = run_cli(tmp_path, "--root", url, "demo")
+    assert refused.returncode != 0 and error_of(refused)["type"] == "InvalidInput"
+    assert (
+        "secret"
+        not in error_of(
+            run_cli(tmp_path, "--root", url.replace("mnemon@", "mnemon:secret@"), "demo")
+        )["message"]
+    )

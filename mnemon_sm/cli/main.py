@@ -29,7 +29,7 @@ from mnemon_sm.cli import mcp_command as cli_mcp
 from mnemon_sm.cli.demo import run_demo
 from mnemon_sm.cli.replay import replay
 from mnemon_sm.cli.specs import check_specs, render_specs
-from mnemon_sm.cli.support import Parser, ProgressBar, UsageError
+from mnemon_sm.cli.support import Parser, ProgressBar, UsageError, directory_root, root_arg
 from mnemon_sm.config import Config
 from mnemon_sm.errors import MnemonError, StorageError
 from mnemon_sm.flows.hot.model import IMPORTANCES, TARGETS
@@ -48,10 +48,13 @@ def version() -> str:
         return __version__
 
 
-def default_root() -> Path:
-    """``$MNEMON_DATA_DIR`` when set and not blank, else ``~/.mnemon``."""
+def default_root() -> Path | str:
+    """``$MNEMON_DATA_DIR`` when set and not blank (a directory or a PostgreSQL root URL),
+    else ``~/.mnemon``."""
     env = os.environ.get("MNEMON_DATA_DIR", "").strip()
-    return Path(env).expanduser() if env else Path.home() / ".mnemon"
+    if not env:
+        return Path.home() / ".mnemon"
+    return root_arg(env)
 
 
 def _print_json(data: Any) -> None:
@@ -65,7 +68,8 @@ def _open(args: argparse.Namespace) -> MemoryRoot:
 
 def _replay(args: argparse.Namespace) -> None:
     config = Config.from_toml(args.config) if args.config else Config()
-    statuses = replay(args.events, args.root or default_root(), config, apply=args.apply)
+    root = directory_root(args.root or default_root(), "lifecycle replay")
+    statuses = replay(args.events, root, config, apply=args.apply)
     _print_json(statuses)
 
 
@@ -129,14 +133,18 @@ def _specs(args: argparse.Namespace) -> None:
 
 
 def _demo(args: argparse.Namespace) -> None:
-    run_demo(args.demo_root or args.root, force=args.force)
+    root = args.demo_root or args.root
+    run_demo(None if root is None else directory_root(root, "demo"), force=args.force)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(prog="mnemon-sm", description="Tiered, crash-safe memory for LLM agents.")
     parser.add_argument("--version", action="version", version=f"mnemon-sm {version()}")
     parser.add_argument(
-        "--root", type=Path, help="storage root (default $MNEMON_DATA_DIR or ~/.mnemon)"
+        "--root",
+        type=root_arg,
+        help="storage root: a directory or postgresql://...?root=NAME (default "
+        "$MNEMON_DATA_DIR or ~/.mnemon)",
     )
     parser.add_argument("--config", type=Path, help="TOML config file (camelCase keys)")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -219,11 +227,13 @@ def _parser() -> argparse.ArgumentParser:
         "reset", help="move an agent's state file aside (even an unreadable one); it starts anew"
     )
     reset.add_argument("agent", help="the agent id")
-    reset.add_argument("--root", type=Path, default=argparse.SUPPRESS, help="storage root")
+    reset.add_argument("--root", type=root_arg, default=argparse.SUPPRESS, help="storage root")
     reset.set_defaults(run=lambda a: _print_json(_open(a).reset_lifecycle(a.agent).to_json()))
 
     demo = commands.add_parser("demo", help="run a scripted agent conversation")
-    demo.add_argument("--root", dest="demo_root", type=Path, help="storage root (default: temp)")
+    demo.add_argument(
+        "--root", dest="demo_root", type=root_arg, help="storage root (default: temp)"
+    )
     demo.add_argument(
         "--force", action="store_true", help="run even in a --root that is not empty"
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from mnemon_sm.cli.support import ProgressBar
+from mnemon_sm.cli.support import ProgressBar, root_arg
 from mnemon_sm.config import Config
 from mnemon_sm.errors import InvalidConfig
 from mnemon_sm.root import MemoryRoot
@@ -29,13 +29,15 @@ __all__ = ["EXTRA_HINT", "register"]
 EXTRA_HINT = "pip install 'mnemon-sm[mcp]'"
 
 
-def register(commands: Any, default_root: Callable[[], Path], version: Callable[[], str]) -> None:
+def register(
+    commands: Any, default_root: Callable[[], Path | str], version: Callable[[], str]
+) -> None:
     """Add ``mcp`` to ``commands`` (an argparse subparsers object)."""
     parser = commands.add_parser("mcp", help="serve the memory to MCP clients (stdio or HTTP)")
     parser.add_argument(
         "--root",
         dest="mcp_root",
-        type=Path,
+        type=root_arg,
         help="storage root (default: the global --root, $MNEMON_DATA_DIR or ~/.mnemon)",
     )
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")

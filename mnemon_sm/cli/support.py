@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from mnemon_sm.adapters.postgres import is_postgres_url, redacted
 from mnemon_sm.errors import InvalidInput
 from mnemon_sm.root import MemoryRoot
 
@@ -109,3 +110,15 @@ class ProgressBar:
         end = "\n" if done >= total else ""
         self._stream.write(f"\r{what}: [{bar}] {done}/{total}{end}")
         self._stream.flush()
+
+
+def root_arg(text: str) -> Path | str:
+    """A ``--root`` value: a PostgreSQL root URL stays text, anything else is a directory."""
+    return text if is_postgres_url(text) else Path(text).expanduser()
+
+
+def directory_root(root: Path | str, command: str) -> Path:
+    """``root`` for a command that works on a directory only; a URL is refused."""
+    if isinstance(root, str):
+        raise InvalidInput(f"{command} works on a root in a directory, not on {redacted(root)}")
+    return root

@@ -74,8 +74,9 @@ class Cluster:
     @classmethod
     def start(cls, *, fsync: bool = False) -> Cluster:
         """Create and start a cluster. ``fsync=False`` (tests) skips the server's flushes: a
-        server crash is still recovered from its WAL (the operating system keeps the pages);
-        benchmarks pass True so a commit costs what it costs in production."""
+        server crash is still recovered from the WAL it wrote (the operating system keeps the
+        pages), and WAL committed without a flush is written only every 10 s, so a crash loses
+        it; benchmarks pass True so a commit costs what it costs in production."""
         bindir = server_binaries()
         base = Path(tempfile.mkdtemp(prefix="mnemon-pg-"))
         cluster = cls(bindir, base, fsync=fsync)
@@ -186,6 +187,9 @@ class Cluster:
             f"unix_socket_directories = '{self.socket_dir}'",
             f"port = {self.port}",
             f"fsync = {'on' if self.fsync else 'off'}",
+            # Tests: what was committed without a flush stays in the server's WAL buffers (lost
+            # in a crash) until a flush, not only for the default 200 ms.
+            f"wal_writer_delay = {'200ms' if self.fsync else '10s'}",
             "synchronous_commit = on",
             "max_connections = 200",
             "shared_buffers = 64MB",

@@ -21,7 +21,7 @@ from typing import Any
 from mnemon_sm.adapters.postgres.schema import migrate
 from mnemon_sm.adapters.postgres.url import parse_url, redacted
 from mnemon_sm.errors import LockTimeout, StorageError
-from mnemon_sm.ports import Stamp, path_parts, temp_path
+from mnemon_sm.ports import TEMP_NAME, Stamp, path_parts, temp_path
 
 __all__ = ["PgBackend", "PgFiles", "PgLocks"]
 
@@ -100,6 +100,7 @@ class PgBackend:
         self._pool = psycopg_pool.ConnectionPool(
             conninfo,
             kwargs={"autocommit": True, "application_name": "mnemon-sm"},
+            configure=_configure,
             min_size=1,
             max_size=max_connections,
             open=False,
@@ -171,6 +172,29 @@ class PgBackend:
     def queue(self, name: str) -> threading.Lock:
         with self._queues_guard:
             return self._queues.setdefault(name, threading.Lock())
+
+
+def _configure(conn: Any) -> None:
+    """A new pooled connection commits without waiting for its WAL to reach the disk: the
+    statements of a port call are as durable as a file written without ``fsync``, and only
+    :data:`_FLUSH` (``fsync``, ``ensure_dir``) waits, for everything committed before it."""
+    conn.execute("SET synchronous_commit = off")
+
+
+# A durable point, in one statement: it writes (the root's row of mnemon_flushes: a transaction
+# that wrote nothing commits without waiting, whatever the setting) with synchronous_commit on
+# for its own transaction, so its commit returns once the WAL is flushed up to it, which covers
+# every transaction committed before it, by any session (the WAL is one sequence). It also
+# tells whether the path exists.
+_FLUSH = (
+    "WITH setting AS (SELECT set_config('synchronous_commit', 'on', true)) "
+    "INSERT INTO mnemon_flushes (root, count) SELECT %(root)s, 1 FROM setting "
+    "ON CONFLICT (root) DO UPDATE SET count = mnemon_flushes.count + 1 "
+    "RETURNING EXISTS (SELECT 1 FROM mnemon_files WHERE root = %(root)s AND path = %(path)s)"
+)
+
+
+_EXISTS = "SELECT EXISTS (SELECT 1 FROM mnemon_files WHERE root = %(root)s AND path = %(path)s)"
 
 
 def _execute(conn: Any, sql: str, params: _Params) -> tuple[int, list[Any]]:
@@ -248,17 +272,17 @@ class PgFiles:
             raise StorageError(f"cannot append to {path}: no such directory, or a directory")
 
     def fsync(self, path: str) -> None:
-        # Each statement committed durably (synchronous_commit = on): nothing is pending.
-        if path == "":
-            return
-        path_parts(path)
-        _, rows = self._b.run(
-            "fsync",
-            path,
-            "SELECT 1 FROM mnemon_files WHERE root = %s AND path = %s",
-            [self._root, path],
-        )
-        if not rows:
+        # Flushes everything committed so far, this path's last change included (see _FLUSH).
+        # Except for a temporary file: a file system must have its bytes on disk before the
+        # rename, else a crash could leave the target renamed but empty; here the rename's
+        # commit follows the write's in the one WAL, so whenever the rename survives a crash,
+        # so do the bytes, and the flush after the rename makes both durable at once.
+        params = {"root": self._root, "path": path}
+        if path != "" and TEMP_NAME.match(path_parts(path)[-1]):
+            _, rows = self._b.run("fsync", path, _EXISTS, params)
+        else:
+            _, rows = self._b.run("fsync", path or ".", _FLUSH, params)
+        if path != "" and not rows[0][0]:
             raise StorageError(f"cannot fsync {path}: no such file or directory")
 
     def rename(self, source: str, target: str) -> None:
@@ -317,6 +341,7 @@ class PgFiles:
             "names": parts,
         }
         self._b.run("create the directory", directory, _MAKE_DIRS, params)
+        self._b.run("create the directory", directory, _FLUSH, {"root": self._root, "path": ""})
 
 
 class PgLocks:

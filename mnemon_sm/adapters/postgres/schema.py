@@ -33,6 +33,9 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX mnemon_files_by_parent ON mnemon_files (root, parent)",
         "CREATE SEQUENCE mnemon_file_versions",
     ),
+    # A row per root that every durable point updates: a transaction that wrote nothing
+    # would commit without waiting for the WAL flush, whatever synchronous_commit says.
+    2: ("CREATE TABLE mnemon_flushes (root text PRIMARY KEY, count bigint NOT NULL)",),
 }
 
 SCHEMA_VERSION = max(_MIGRATIONS)

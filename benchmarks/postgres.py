@@ -1,0 +1,134 @@
+"""Hot memory on PostgreSQL beside the file backend, in one run (prints JSON).
+
+Starts a throwaway PostgreSQL server from the installed binaries (``fsync = on`` and
+``synchronous_commit = on``, so a commit costs what it costs in production; Unix socket, same
+machine) and measures:
+
+- ``mixed``: add -> replace -> remove rounds on a MEMORY.md pre-filled to 80% with 100-byte
+  entries, on a root in a directory at durability ``full`` and on a root on PostgreSQL,
+  interleaved in blocks (a ratio is the median of the per-block ratios);
+- ``writers``: aggregate ops/s of 1, 4 and 16 writer processes (each with its own pool, as
+  separate hosts would be), started together, each on a root of its own (tenants of one
+  database) and all on one shared root (which its lock serializes).
+
+Targets (issue "Scale past one machine"): PostgreSQL mixed >= 0.5x the file backend at
+``full`` with one writer; 16 writers >= 4x one writer in aggregate.
+
+Usage: python benchmarks/postgres.py [--blocks N] [--ops-per-block N] [--writer-rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.testing.pg_cluster import Cluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hot_memory import mixed_round, prefill, rate
+
+_WRITER = r"""
+import sys, time
+from mnemon_sm import MemoryRoot
+url, tag, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+root = MemoryRoot.open(url)
+print("ready", flush=True)
+sys.stdin.readline()
+start = time.perf_counter()
+for i in range(rounds):
+    a, b = f"{tag} fact {i:05d} " + "x" * 60, f"{tag} fact {i:05d} revised " + "y" * 52
+    root.hot.add("memory", a)
+    root.hot.replace("memory", a[:24], b)
+    root.hot.remove("memory", b[:32])
+print(time.perf_counter() - start, flush=True)
+root.close()
+"""
+
+
+def writers(cluster: Cluster, count: int, rounds: int, shared: bool, tag: str) -> float:
+    """Aggregate ops/s of ``count`` writer processes started together."""
+    urls = [
+        cluster.url(f"{tag}-shared" if shared else f"{tag}-{count}-{k}") for k in range(count)
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, url, f"w{k}", str(rounds)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for k, url in enumerate(urls)
+    ]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    start = time.perf_counter()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    for p in procs:
+        assert p.wait(timeout=600) == 0
+    elapsed = time.perf_counter() - start
+    return count * rounds * 3 / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=9)
+    parser.add_argument("--ops-per-block", type=int, default=90)
+    parser.add_argument("--writer-rounds", type=int, default=60)
+    args = parser.parse_args()
+    cluster = Cluster.start(fsync=True)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            config = Config(durability="full")
+            on_disk = MemoryRoot.open(Path(tmp) / "root", config)
+            on_pg = MemoryRoot.open(cluster.url("bench"), config)
+            prefill(on_disk, config.memory_limit)
+            prefill(on_pg, config.memory_limit)
+            counter = iter(range(10**9))
+            rounds = max(1, args.ops_per_block // 3)
+            series: dict[str, list[float]] = {"file": [], "postgres": []}
+            for _ in range(args.blocks):
+                series["file"].append(
+                    rate(lambda: mixed_round(on_disk, next(counter)), rounds) * 3
+                )
+                series["postgres"].append(
+                    rate(lambda: mixed_round(on_pg, next(counter)), rounds) * 3
+                )
+            on_disk.close()
+            on_pg.close()
+        ratio = statistics.median(
+            p / f for p, f in zip(series["postgres"], series["file"], strict=True)
+        )
+        separate = {n: writers(cluster, n, args.writer_rounds, False, "own") for n in (1, 4, 16)}
+        shared = {n: writers(cluster, n, args.writer_rounds, True, f"one{n}") for n in (1, 4, 16)}
+        result = {
+            "python": platform.python_version(),
+            "server": cluster.psql("SHOW server_version").strip(),
+            "mixed_full": {
+                "file_ops_per_s": round(statistics.median(series["file"])),
+                "postgres_ops_per_s": round(statistics.median(series["postgres"])),
+                "postgres_vs_file": round(ratio, 3),
+            },
+            "writers_own_roots_ops_per_s": {str(n): round(v) for n, v in separate.items()},
+            "writers_own_roots_16_vs_1": round(separate[16] / separate[1], 2),
+            "writers_one_root_ops_per_s": {str(n): round(v) for n, v in shared.items()},
+            "writers_one_root_16_vs_1": round(shared[16] / shared[1], 2),
+        }
+    finally:
+        cluster.destroy()
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
