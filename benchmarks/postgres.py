@@ -55,9 +55,7 @@ root.close()
 
 def writers(cluster: Cluster, count: int, rounds: int, shared: bool, tag: str) -> float:
     """Aggregate ops/s of ``count`` writer processes started together."""
-    urls = [
-        cluster.url(f"{tag}-shared" if shared else f"{tag}-{count}-{k}") for k in range(count)
-    ]
+    urls = [cluster.url(f"{tag}-shared" if shared else f"{tag}-{count}-{k}") for k in range(count)]
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _WRITER, url, f"w{k}", str(rounds)],
