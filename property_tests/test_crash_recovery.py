@@ -20,6 +20,7 @@ system for a fixed run.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -30,7 +31,8 @@ import attrs
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from mnemon_sm.adapters.real import RealLocks, real_ports
+from mnemon_sm.adapters.postgres import PgBackend, PgLocks
+from mnemon_sm.adapters.real import RealLocks, SystemClock, real_ports
 from mnemon_sm.config import Config
 from mnemon_sm.errors import LockTimeout, MnemonError, StorageError
 from mnemon_sm.flows.hot.invariants import check
@@ -39,6 +41,7 @@ from mnemon_sm.ports import TEMP_NAME, Files, Ports
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.faults import Fault, FaultInjector, FaultKind, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.memory import MemoryLocks, memory_ports
+from mnemon_sm.testing.pg_cluster import Cluster
 from mnemon_sm.testing.strategies import MutationRequest, mutation_requests
 from property_tests.model import TARGETS, Entry, HotModel, Prediction, entries_of, mismatch
 
@@ -79,7 +82,7 @@ class World:
     def release_dead_locks(self) -> None:
         """What the kernel does when the crashed process dies."""
         locks = self.inner.locks
-        assert isinstance(locks, MemoryLocks | RealLocks)
+        assert isinstance(locks, MemoryLocks | RealLocks | PgLocks)
         locks.release_all()
 
     def entries(self) -> tuple[Entry, ...]:
@@ -114,6 +117,36 @@ def real_world() -> Iterator[World]:
         yield World(real_ports(directory), str(directory), lock_free)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+_pg_roots = itertools.count()
+
+
+def postgres_world(cluster: Cluster) -> MakeWorld:
+    """Worlds on a PostgreSQL server: each a new root of one database."""
+
+    @contextmanager
+    def world() -> Iterator[World]:
+        url = cluster.url(f"crash-{next(_pg_roots)}")
+        backend = PgBackend(url)
+        try:
+
+            def lock_free() -> bool:
+                probe = PgBackend(url)
+                try:
+                    probe.locks.acquire(LOCK_NAME, 100)
+                except LockTimeout:
+                    return False
+                finally:
+                    probe.close()
+                return True
+
+            ports = Ports(files=backend.files, locks=backend.locks, clock=SystemClock())
+            yield World(ports, url, lock_free)
+        finally:
+            backend.close()
+
+    return world
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -353,3 +386,16 @@ def test_real_file_system_crash_at_every_port_call() -> None:
 
 def test_real_file_system_failure_at_every_port_call() -> None:
     enumerate_faults(real_world, REAL_SCENARIO, ("fail",))
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------------
+
+
+def test_postgres_crash_at_every_port_call(postgres_cluster: Cluster) -> None:
+    enumerate_faults(
+        postgres_world(postgres_cluster), REAL_SCENARIO, ("crash_before", "crash_after")
+    )
+
+
+def test_postgres_failure_at_every_port_call(postgres_cluster: Cluster) -> None:
+    enumerate_faults(postgres_world(postgres_cluster), REAL_SCENARIO, ("fail",))

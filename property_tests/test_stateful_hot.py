@@ -16,7 +16,7 @@ over its limit (INV-HOT-5), entries are unique and normalized (INV-HOT-6) and th
 
 from __future__ import annotations
 
-import os
+import itertools
 import re
 import shutil
 import tempfile
@@ -27,6 +27,7 @@ from hypothesis import Phase, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from mnemon_sm.adapters.postgres import PgBackend
 from mnemon_sm.adapters.real import RealFiles, RealLocks, real_ports
 from mnemon_sm.config import Config
 from mnemon_sm.errors import CorruptStore, LockTimeout
@@ -40,8 +41,10 @@ from mnemon_sm.flows.hot.model import (
     parse_source,
     projection_path,
 )
+from mnemon_sm.ports import Files, Locks
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
+from mnemon_sm.testing.pg_cluster import Cluster
 from mnemon_sm.testing.strategies import hot_stores, mutation_requests
 from property_tests.model import TARGETS, HotModel, entries_of, mismatch
 
@@ -54,15 +57,10 @@ LIMITS = st.one_of(
 )
 
 
-def runtime_files(root_dir: Path) -> dict[str, bytes]:
-    """Every file under ``runtime/`` (the lock file excepted) with its bytes."""
-    runtime = root_dir / "runtime"
-    if not runtime.is_dir():
-        return {}
+def runtime_files(files: Files) -> dict[str, bytes | None]:
+    """Every file under ``runtime/`` (the reference's lock file excepted) with its bytes."""
     return {
-        name: (runtime / name).read_bytes()
-        for name in sorted(os.listdir(runtime))
-        if name != LOCK_FILE
+        name: files.read(f"runtime/{name}") for name in files.list("runtime") if name != LOCK_FILE
     }
 
 
@@ -99,7 +97,8 @@ class HotMemoryMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="mnemon-stateful-"))
-        self.files = RealFiles(self.dir)
+        self.location: str | Path = self.dir  # what MemoryRoot.open is given
+        self.files: Files = RealFiles(self.dir)
         self.config = Config(durability="off")
         self.model = HotModel({t: self.config.limit(t) for t in TARGETS})
         self.roots: list[MemoryRoot] = []
@@ -131,7 +130,7 @@ class HotMemoryMachine(RuleBasedStateMachine):
         if limits is not None:
             self.config = Config(durability="off", user_limit=limits[0], memory_limit=limits[1])
         self.model = HotModel({t: self.config.limit(t) for t in TARGETS})
-        self.roots.append(MemoryRoot.open(self.dir, self.config))
+        self.roots.append(MemoryRoot.open(self.location, self.config))
         self.assert_repaired("opening")
 
     @rule(data=st.data(), which=st.integers(0, 3))
@@ -139,13 +138,13 @@ class HotMemoryMachine(RuleBasedStateMachine):
         request = data.draw(mutation_requests(self.model.contents(), self.model.limits))
         prediction = self.model.predict(**request.kwargs())
         event(f"{request.action}: {prediction.error or prediction.message}")
-        before = runtime_files(self.dir)
+        before = runtime_files(self.files)
         outcome = request.send(self.root(which).hot)
         problem = mismatch(prediction, outcome)
         assert problem is None, f"{request}: {problem}"
         if not prediction.writes:
             # INV-HOT-4 (rejections) and the duplicate add: nothing under runtime/ changed.
-            assert runtime_files(self.dir) == before, f"{UNTOUCHED}: {request} changed files"
+            assert runtime_files(self.files) == before, f"{UNTOUCHED}: {request} changed files"
         self.model.apply(prediction)
         # The commit protocol keeps every projection nobody edited behind our back in step.
         for path, expected in self.expected_projections().items():
@@ -154,7 +153,7 @@ class HotMemoryMachine(RuleBasedStateMachine):
 
     @rule()
     def reopen(self) -> None:
-        self.roots.append(MemoryRoot.open(self.dir, self.config))
+        self.roots.append(MemoryRoot.open(self.location, self.config))
         del self.roots[:-3]  # keep the last three instances in play
         self.assert_repaired("reopening")
 
@@ -184,9 +183,12 @@ class HotMemoryMachine(RuleBasedStateMachine):
     )
     def edit_projection_externally(self, which_file: str, data: bytes) -> None:
         path = projection_path(which_file)
-        (self.dir / path).write_bytes(data)
+        self.write_behind_the_librarys_back(path, data)
         if data != self.expected_projections()[path]:
             self.edited.add(path)
+
+    def write_behind_the_librarys_back(self, path: str, data: bytes) -> None:
+        (self.dir / path).write_bytes(data)  # in place, as an editor may
 
     # -- invariants ------------------------------------------------------------------------
 
@@ -197,9 +199,12 @@ class HotMemoryMachine(RuleBasedStateMachine):
         store = parse_source(self.files.read(SOURCE_PATH))
         assert entries_of(store.entries) == self.model.entries, "source differs from the model"
 
+    def lock_probe(self) -> Locks:
+        return RealLocks(self.dir)
+
     @invariant()
     def lock_is_free(self) -> None:
-        probe = RealLocks(self.dir)
+        probe = self.lock_probe()
         try:
             probe.acquire(LOCK_NAME, 100)
         except LockTimeout:
@@ -221,6 +226,48 @@ HotMemoryMachine.TestCase.settings = settings(
     phases=[p for p in settings().phases if p is not Phase.explain],
 )
 TestHotMemoryStateful = HotMemoryMachine.TestCase
+
+
+_CLUSTER: list[Cluster] = []  # the session's PostgreSQL server, handed over by the fixture below
+_pg_roots = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _postgres_for_the_stateful_machine(request: pytest.FixtureRequest) -> None:
+    if request.cls is TestPostgresHotMemoryStateful and not _CLUSTER:
+        _CLUSTER.append(request.getfixturevalue("postgres_cluster"))
+
+
+class PostgresHotMemoryMachine(HotMemoryMachine):
+    """The same machine on a root on PostgreSQL (a new root of one database per run); the
+    external edit is a write through the Files port, the lock probe another host's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.location = _CLUSTER[0].url(f"stateful-{next(_pg_roots)}")
+        self.backend = PgBackend(self.location)
+        self.probe_backend = PgBackend(self.location)
+        self.files = self.backend.files
+
+    def write_behind_the_librarys_back(self, path: str, data: bytes) -> None:
+        temp = self.files.write_temp(path, data)
+        self.files.rename(temp, path)
+
+    def lock_probe(self) -> Locks:
+        return self.probe_backend.locks
+
+    def teardown(self) -> None:
+        super().teardown()
+        self.probe_backend.close()
+        self.backend.close()
+
+
+PostgresHotMemoryMachine.TestCase.settings = settings(
+    max_examples=settings().max_examples,
+    stateful_step_count=2 * settings().stateful_step_count,
+    phases=[p for p in settings().phases if p is not Phase.explain],
+)
+TestPostgresHotMemoryStateful = PostgresHotMemoryMachine.TestCase
 
 
 # -- focused examples ----------------------------------------------------------------------
