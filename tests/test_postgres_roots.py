@@ -190,3 +190,36 @@ def test_the_command_line_takes_a_root_url(postgres_cluster: Cluster, tmp_path: 
             run_cli(tmp_path, "--root", url.replace("mnemon@", "mnemon:secret@"), "demo")
         )["message"]
     )
+
+
+def test_a_reader_without_write_access_opens_a_read_only_root(postgres_cluster: Cluster) -> None:
+    """A database user who may only read opens an up-to-date root with writes disabled: it
+    sees what was committed, opening writes nothing, and a write is refused with a typed
+    error before it reaches the server."""
+    from mnemon_sm.errors import ReadOnly
+
+    url = _url(postgres_cluster, "ro")
+    writer = MemoryRoot.open(url)
+    writer.hot.add("user", "Prefers tea")
+    writer.close()
+    reader_role = f"reader{next(_names)}"
+    postgres_cluster.psql(
+        f"CREATE ROLE {reader_role} LOGIN; GRANT SELECT ON ALL TABLES IN SCHEMA public TO "
+        f"{reader_role}"
+    )
+    read_only = url.replace("mnemon@", f"{reader_role}@")
+    root = MemoryRoot.open(read_only, Config(write_enabled=False))
+    try:
+        assert [e.content for e in root.hot.snapshot().entries] == ["Prefers tea"]
+        assert "Prefers tea" in root.context.runtime_memory()
+        with pytest.raises(ReadOnly):
+            root.hot.add("user", "Prefers coffee")
+    finally:
+        root.close()
+    writable = MemoryRoot.open(read_only)  # writes enabled, but the user may not write
+    try:
+        with pytest.raises(StorageError):
+            writable.hot.add("user", "Prefers coffee")
+        assert [e.content for e in writable.hot.snapshot().entries] == ["Prefers tea"]
+    finally:
+        writable.close()

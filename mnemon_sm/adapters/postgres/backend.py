@@ -329,11 +329,14 @@ class PgFiles:
         _, rows = self._b.run(
             "create the directory",
             directory,
-            "SELECT path FROM mnemon_files WHERE root = %s AND path = ANY(%s) AND NOT is_dir",
+            "SELECT path, is_dir FROM mnemon_files WHERE root = %s AND path = ANY(%s)",
             [self._root, paths],
         )
-        if rows:
-            raise StorageError(f"cannot create the directory {directory}: {rows[0][0]} is a file")
+        files = [path for path, is_dir in rows if not is_dir]
+        if files:
+            raise StorageError(f"cannot create the directory {directory}: {files[0]} is a file")
+        if len(rows) == len(paths):  # all there already: nothing to write or to wait for
+            return
         params = {
             "root": self._root,
             "paths": paths,

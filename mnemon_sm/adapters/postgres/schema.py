@@ -43,22 +43,22 @@ SCHEMA_VERSION = max(_MIGRATIONS)
 
 def migrate(conn: Any) -> int:
     """Bring the database's schema to :data:`SCHEMA_VERSION` (``conn``: a psycopg connection
-    in autocommit mode); returns the version found before. Raises ``StorageError`` for a
+    in autocommit mode); returns the version found before. An up-to-date schema is only read
+    (a user with read access alone can open a read-only root). Raises ``StorageError`` for a
     newer schema."""
+    found = _version(conn)
+    if found == SCHEMA_VERSION:
+        return found
+    _refuse_newer(found)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_KEY])
         conn.execute(
             "CREATE TABLE IF NOT EXISTS mnemon_schema ("
             "id int PRIMARY KEY CHECK (id = 1), version int NOT NULL)"
         )
-        row = conn.execute("SELECT version FROM mnemon_schema").fetchone()
-        found = int(row[0]) if row else 0
-        if found > SCHEMA_VERSION:
-            raise StorageError(
-                f"the database's mnemon schema is version {found}, newer than this library's "
-                f"({SCHEMA_VERSION}): upgrade mnemon-sm to use it"
-            )
-        for version in range(found + 1, SCHEMA_VERSION + 1):
+        current = _version(conn)  # another host may have migrated while we waited
+        _refuse_newer(current)
+        for version in range(current + 1, SCHEMA_VERSION + 1):
             for statement in _MIGRATIONS[version]:
                 conn.execute(statement)
         conn.execute(
@@ -67,3 +67,19 @@ def migrate(conn: Any) -> int:
             [SCHEMA_VERSION],
         )
     return found
+
+
+def _version(conn: Any) -> int:
+    """The schema version the database holds (0: none yet)."""
+    if not conn.execute("SELECT to_regclass('mnemon_schema') IS NOT NULL").fetchone()[0]:
+        return 0
+    row = conn.execute("SELECT version FROM mnemon_schema").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _refuse_newer(found: int) -> None:
+    if found > SCHEMA_VERSION:
+        raise StorageError(
+            f"the database's mnemon schema is version {found}, newer than this library's "
+            f"({SCHEMA_VERSION}): upgrade mnemon-sm to use it"
+        )
