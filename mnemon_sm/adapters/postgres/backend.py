@@ -218,6 +218,7 @@ class PgFiles:
     def __init__(self, backend: PgBackend) -> None:
         self._b = backend
         self._root = backend.root
+        self._temps: set[str] = set()  # temporary files written here, not renamed or removed
 
     def read(self, path: str) -> bytes | None:
         path_parts(path)
@@ -262,6 +263,9 @@ class PgFiles:
         count, _ = self._b.run("create", temp, _WRITE_NEW, params)
         if count != 1:
             raise StorageError(f"cannot create {temp}: no such directory")
+        if len(self._temps) >= 64:  # temporaries nobody renamed or removed
+            self._temps.clear()
+        self._temps.add(temp)
         return temp
 
     def append(self, path: str, data: bytes) -> None:
@@ -277,6 +281,10 @@ class PgFiles:
         # rename, else a crash could leave the target renamed but empty; here the rename's
         # commit follows the write's in the one WAL, so whenever the rename survives a crash,
         # so do the bytes, and the flush after the rename makes both durable at once.
+        # A temporary file this object wrote and has not renamed or removed needs no call at
+        # all (had another host removed it, the rename would say so).
+        if path in self._temps:
+            return
         params = {"root": self._root, "path": path}
         if path != "" and TEMP_NAME.match(path_parts(path)[-1]):
             _, rows = self._b.run("fsync", path, _EXISTS, params)
@@ -292,6 +300,7 @@ class PgFiles:
             if self.read(source) is None:
                 raise StorageError(f"cannot rename {source}: no such file")
             return
+        self._temps.discard(source)
         params = {
             "root": self._root,
             "source": source,
@@ -319,6 +328,7 @@ class PgFiles:
 
     def remove(self, path: str) -> None:
         path_parts(path)
+        self._temps.discard(path)
         _, rows = self._b.run("remove", path, _REMOVE, {"root": self._root, "path": path})
         if rows and rows[0][0]:
             raise StorageError(f"cannot remove {path}: it is a directory")
