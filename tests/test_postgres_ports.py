@@ -275,3 +275,21 @@ def test_a_write_is_durable_once_flushed_and_only_then(cluster: Cluster) -> None
         assert backend.files.read("runtime/lost") is None
     finally:
         backend.close()
+
+
+def test_a_temporary_file_that_vanished_fails_its_rename(cluster: Cluster) -> None:
+    """The fsync of a temporary file this root wrote makes no call; had another host removed
+    the file meanwhile (as an opener clearing stale temporaries would), the rename says so."""
+    url = cluster.url(_root(cluster))
+    mine, other = PgBackend(url), PgBackend(url)
+    try:
+        mine.files.ensure_dir("runtime")
+        temp = mine.files.write_temp("runtime/memories.json", b"x")
+        other.files.remove(temp)
+        mine.files.fsync(temp)
+        with pytest.raises(StorageError):
+            mine.files.rename(temp, "runtime/memories.json")
+        assert mine.files.read("runtime/memories.json") is None
+    finally:
+        mine.close()
+        other.close()
