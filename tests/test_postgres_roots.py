@@ -223,3 +223,26 @@ def test_a_reader_without_write_access_opens_a_read_only_root(postgres_cluster: 
         assert [e.content for e in writable.hot.snapshot().entries] == ["Prefers tea"]
     finally:
         writable.close()
+
+
+def test_the_driver_is_imported_only_for_a_postgres_root() -> None:
+    """``import mnemon_sm`` imports no PostgreSQL driver; without the extra, a root URL gets
+    a typed error that names it, and a directory root still works."""
+    from tests._fresh_python import python_lines
+
+    imported = "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('psycopg')))\n"
+    code = "import sys\nimport mnemon_sm\n" + imported
+    assert python_lines(code) == ["[]"]
+    code = (
+        "import sys, tempfile\n"
+        "import mnemon_sm\n"
+        "try:\n"
+        "    mnemon_sm.MemoryRoot.open('postgresql://u@/db?root=r')\n"
+        "except mnemon_sm.StorageError as exc:\n"
+        "    print(exc)\n"
+        "mnemon_sm.MemoryRoot.open(tempfile.mkdtemp()).close()\n" + imported
+    )
+    assert python_lines(code, without=["psycopg", "psycopg_pool"]) == [
+        "a PostgreSQL root needs the postgres extra: pip install 'mnemon-sm[postgres]'",
+        "[]",
+    ]

@@ -8,8 +8,8 @@ The server refuses to run as root: then the cluster belongs to the ``postgres`` 
 every command runs through ``runuser``.
 
 The cluster can be stopped the hard way and started again (``restart(immediate=True)``: a
-server crash, WAL replay included) and can kill the sessions of other clients
-(``terminate_backends``), for the fault tests.
+server crash, WAL replay included), for the fault tests; ``psql`` runs any SQL as the
+superuser (``pg_terminate_backend`` of a client's session, say).
 """
 
 from __future__ import annotations
@@ -124,17 +124,6 @@ class Cluster:
         """Stop (``immediate``: without a checkpoint, as a crash would) and start again."""
         self.run_server("stop", "-m", "immediate" if immediate else "fast")
         self.run_server("start")
-
-    def terminate_backends(self, application_name: str | None = None) -> int:
-        """Kill every other client session (of ``application_name`` when given); returns
-        how many were killed."""
-        where = "pid <> pg_backend_pid() AND backend_type = 'client backend'"
-        if application_name is not None:
-            where += f" AND application_name = '{application_name}'"
-        out = self.psql(
-            f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE {where}"
-        )
-        return int(out.strip() or 0)
 
     def psql(self, sql: str, dbname: str = "postgres") -> str:
         result = self._run(

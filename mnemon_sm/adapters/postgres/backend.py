@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import os
 import secrets
 import threading
@@ -25,12 +26,25 @@ from mnemon_sm.ports import TEMP_NAME, Stamp, path_parts, temp_path
 
 __all__ = ["PgBackend", "PgFiles", "PgLocks"]
 
-try:
-    import psycopg
-    import psycopg.errors
-    import psycopg_pool
-except ImportError:  # pragma: no cover - the extra is missing
-    psycopg = None  # type: ignore[assignment]
+# The driver (the ``postgres`` extra) is imported by the first backend opened, so importing the
+# package costs nothing without it and no time with it.
+psycopg: Any = None
+psycopg_pool: Any = None
+
+
+def _load_driver() -> None:
+    global psycopg, psycopg_pool
+    if psycopg is None:
+        try:
+            driver = importlib.import_module("psycopg")
+            importlib.import_module("psycopg.errors")
+            pool = importlib.import_module("psycopg_pool")
+        except ImportError as exc:
+            raise StorageError(
+                "a PostgreSQL root needs the postgres extra: pip install 'mnemon-sm[postgres]'"
+            ) from exc
+        psycopg, psycopg_pool = driver, pool
+
 
 _Params = Sequence[Any] | Mapping[str, Any]
 
@@ -92,11 +106,9 @@ class PgBackend:
     """
 
     def __init__(self, url: str, *, max_connections: int = 16, connect_timeout_s: float = 10.0):
-        if psycopg is None:  # pragma: no cover - the extra is missing
-            raise StorageError("a PostgreSQL root needs the postgres extra: mnemon-sm[postgres]")
+        _load_driver()
         conninfo, self.root = parse_url(url)
         self.display = redacted(url)  # where the root lives, for people
-        self._timeout = connect_timeout_s
         self._pool = psycopg_pool.ConnectionPool(
             conninfo,
             kwargs={"autocommit": True, "application_name": "mnemon-sm"},
