@@ -230,10 +230,19 @@ def test_an_interrupt_during_the_commit_tells_the_others_it_is_uncertain() -> No
     assert root.hot.add("memory", "after").success  # at rest, lock released, usable
 
 
-@pytest.mark.parametrize("threads", [2, 4])
-def test_free_running_threads_lose_nothing(threads: int, tmp_path: Any) -> None:
-    """Real files, real locks: every acknowledged add is in the file, in some order."""
-    root = MemoryRoot.open(tmp_path, Config(durability="off", memory_limit=100_000))
+@pytest.mark.parametrize(
+    ("threads", "backend"), [(2, "directory"), (4, "directory"), (4, "postgres")]
+)
+def test_free_running_threads_lose_nothing(
+    threads: int, backend: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    """Real files and locks, or a real PostgreSQL root: every acknowledged add is in the
+    source, in some order."""
+    where: Any = tmp_path
+    if backend == "postgres":
+        where = request.getfixturevalue("postgres_cluster").url(f"threads-{tmp_path.name}")
+    root = MemoryRoot.open(where, Config(durability="off", memory_limit=100_000))
+    request.addfinalizer(root.close)
     per = 40
     errors: list[BaseException] = []
 
@@ -253,7 +262,8 @@ def test_free_running_threads_lose_nothing(threads: int, tmp_path: Any) -> None:
         w.join(60)
     assert not errors
     expected = {f"thread {t} fact {i}" for t in range(threads) for i in range(per) if i % 3 != 1}
-    reopened = MemoryRoot.open(tmp_path, Config(durability="off", memory_limit=100_000))
+    reopened = MemoryRoot.open(where, Config(durability="off", memory_limit=100_000))
+    request.addfinalizer(reopened.close)
     assert {e.content for e in reopened.hot.snapshot().entries} == expected
     for t in range(threads):  # each thread's own adds are in its order
         mine = [e.content for e in reopened.hot.snapshot().entries if f"thread {t} " in e.content]
