@@ -293,3 +293,30 @@ def test_a_temporary_file_that_vanished_fails_its_rename(cluster: Cluster) -> No
     finally:
         mine.close()
         other.close()
+
+
+def test_a_killed_test_run_leaves_no_server_behind() -> None:
+    """A process that started a throwaway server and died without stopping it (SIGKILL):
+    the cluster's watchdog stops the server and removes its directory."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    code = (
+        "import os\n"
+        "from mnemon_sm.testing.pg_cluster import Cluster\n"
+        "print(Cluster.start().base, flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    base = Path(done.stdout.strip())
+    assert base.name.startswith("mnemon-pg-"), done.stderr
+    deadline = time.monotonic() + 30
+    while base.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not base.exists(), "the server's directory is still there"
+    running = subprocess.run(["pgrep", "-f", f"postgres -D {base}"], capture_output=True)
+    assert running.returncode == 1, "the server is still running"

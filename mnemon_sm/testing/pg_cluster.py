@@ -19,6 +19,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -60,6 +61,18 @@ def _find_binaries() -> Path | None:
     return None
 
 
+_WATCHDOG = """
+import os, shutil, subprocess, sys
+bindir, data, base = sys.argv[1:4]
+sys.stdin.buffer.read()  # returns when the process that started the cluster is gone
+command = [os.path.join(bindir, "pg_ctl"), "stop", "-D", data, "-m", "immediate"]
+if os.geteuid() == 0:
+    command = ["runuser", "-u", "postgres", "--", *command]
+subprocess.run(command, capture_output=True)
+shutil.rmtree(base, ignore_errors=True)
+"""
+
+
 class Cluster:
     """One running throwaway server (see the module)."""
 
@@ -70,6 +83,7 @@ class Cluster:
         self.port = 5432
         self.user = "mnemon"
         self.fsync = fsync
+        self._watchdog: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def start(cls, *, fsync: bool = False) -> Cluster:
@@ -83,6 +97,7 @@ class Cluster:
         try:
             cluster._initdb()
             cluster.run_server("start")
+            cluster._watch()
         except BaseException:
             cluster.destroy()
             raise
@@ -151,6 +166,24 @@ class Cluster:
             if (self.data / "postmaster.pid").exists():
                 self.run_server("stop", "-m", "immediate")
         shutil.rmtree(self.base, ignore_errors=True)
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            watchdog.kill()
+            watchdog.wait()
+            if watchdog.stdin is not None:
+                watchdog.stdin.close()
+
+    def _watch(self) -> None:
+        """Start a watchdog that stops the server and removes its directory when this process
+        dies without calling :meth:`destroy` (a killed test run leaves no server behind): it
+        waits for the end of a pipe only this process holds."""
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(self.bindir), str(self.data), str(self.base)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # not killed with our process group
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 
