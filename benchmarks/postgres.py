@@ -9,18 +9,23 @@ machine) and measures:
   interleaved in blocks (a ratio is the median of the per-block ratios);
 - ``writers``: aggregate ops/s of 1, 4 and 16 writer processes (each with its own pool, as
   separate hosts would be), started together, each on a root of its own (tenants of one
-  database) and all on one shared root (which its lock serializes).
+  database) and all on one shared root (which its lock serializes);
+- ``documents``: search latency (p50 over interleaved blocks) with 100 and 10,000 active
+  documents of ~2 KB (``--doc-sizes``), on a directory root and on a PostgreSQL root holding
+  the same files (filled as ``benchmarks/documents.py`` fills a directory, then copied).
 
 Targets (issue "Scale past one machine"): PostgreSQL mixed >= 0.5x the file backend at
 ``full`` with one writer; 16 writers >= 4x one writer in aggregate.
 
 Usage: python benchmarks/postgres.py [--blocks N] [--ops-per-block N] [--writer-rounds N]
+       [--doc-sizes 100,10000] [--searches N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -28,12 +33,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from mnemon_sm import Config, MemoryRoot
 from mnemon_sm.testing.pg_cluster import Cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from documents import BIG_LIMIT, QUERIES, fill_direct
 from hot_memory import mixed_round, prefill, rate
+
+from mnemon_sm.adapters.postgres import PgBackend
+from mnemon_sm.ports import Files
 
 _WRITER = r"""
 import sys, time
@@ -78,11 +88,66 @@ def writers(cluster: Cluster, count: int, rounds: int, shared: bool, tag: str) -
     return count * rounds * 3 / elapsed
 
 
+def copy_tree(directory: Path, files: Files) -> int:
+    """Every file under ``directory`` written through ``files`` (a fill); returns how many."""
+    count = 0
+    for current, _, names in os.walk(directory):
+        relative = Path(current).relative_to(directory).as_posix()
+        if relative != ".":
+            files.ensure_dir(relative)
+        for name in names:
+            path = name if relative == "." else f"{relative}/{name}"
+            files.rename(files.write_temp(path, (Path(current) / name).read_bytes()), path)
+            count += 1
+    files.fsync("")
+    return count
+
+
+def document_search(
+    cluster: Cluster, base: Path, sizes: list[int], blocks: int, searches: int, index: str
+) -> dict[str, Any]:
+    """Search p50 (ms) by backend and number of documents, interleaved in blocks, with the
+    documents index ``index`` (``Config.documents_index``)."""
+    config = Config(durability="off", documents_active_limit=BIG_LIMIT, documents_index=index)
+    roots: dict[tuple[str, int], MemoryRoot] = {}
+    for n in sizes:
+        directory = base / f"docs-{index}-{n}"
+        fill_direct(directory, n)
+        url = cluster.url(f"docs-{index}-{n}")
+        backend = PgBackend(url)
+        copy_tree(directory, backend.files)
+        backend.close()
+        roots[("file", n)] = MemoryRoot.open(directory, config)
+        roots[("postgres", n)] = MemoryRoot.open(url, config)
+    p50s: dict[tuple[str, int], list[float]] = {key: [] for key in roots}
+    for block in range(blocks):
+        for key in roots if block % 2 == 0 else reversed(list(roots)):
+            latencies = []
+            for i in range(searches):
+                started = time.perf_counter()
+                roots[key].documents.search(QUERIES[i % len(QUERIES)])
+                latencies.append(time.perf_counter() - started)
+            p50s[key].append(statistics.median(latencies))
+    for root in roots.values():
+        root.close()
+    ms = {key: statistics.median(v) * 1e3 for key, v in p50s.items()}
+    small, large = min(sizes), max(sizes)
+    return {
+        "search_p50_ms": {f"{b}-{n}": round(v, 2) for (b, n), v in ms.items()},
+        "postgres_vs_file_at_largest": round(ms[("postgres", large)] / ms[("file", large)], 2),
+        "postgres_largest_vs_smallest": round(
+            ms[("postgres", large)] / ms[("postgres", small)], 2
+        ),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=9)
     parser.add_argument("--ops-per-block", type=int, default=90)
     parser.add_argument("--writer-rounds", type=int, default=60)
+    parser.add_argument("--doc-sizes", default="100,10000")
+    parser.add_argument("--searches", type=int, default=20)
     args = parser.parse_args()
     cluster = Cluster.start(fsync=True)
     try:
@@ -107,6 +172,14 @@ def main() -> None:
         ratio = statistics.median(
             p / f for p, f in zip(series["postgres"], series["file"], strict=True)
         )
+        with tempfile.TemporaryDirectory() as tmp:
+            sizes = [int(n) for n in args.doc_sizes.split(",")]
+            documents = {
+                index: document_search(
+                    cluster, Path(tmp), sizes, args.blocks, args.searches, index
+                )
+                for index in ("file", "journal")
+            }
         separate = {n: writers(cluster, n, args.writer_rounds, False, "own") for n in (1, 4, 16)}
         shared = {n: writers(cluster, n, args.writer_rounds, True, f"one{n}") for n in (1, 4, 16)}
         result = {
@@ -121,6 +194,7 @@ def main() -> None:
             "writers_own_roots_16_vs_1": round(separate[16] / separate[1], 2),
             "writers_one_root_ops_per_s": {str(n): round(v) for n, v in shared.items()},
             "writers_one_root_16_vs_1": round(shared[16] / shared[1], 2),
+            "documents": documents,
         }
     finally:
         cluster.destroy()
