@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -320,3 +321,27 @@ def test_a_killed_test_run_leaves_no_server_behind() -> None:
     assert not base.exists(), "the server's directory is still there"
     running = subprocess.run(["pgrep", "-f", f"postgres -D {base}"], capture_output=True)
     assert running.returncode == 1, "the server is still running"
+
+
+def test_the_roots_of_one_database_share_one_pool(cluster: Cluster) -> None:
+    """A host serving twenty tenants keeps one pool, and a handful of connections, for all of
+    them; the last root to close closes it; a closed root refuses calls with a typed error."""
+    backends = [PgBackend(cluster.url(_root(cluster))) for _ in range(20)]
+    try:
+        for backend in backends:
+            backend.files.ensure_dir("runtime")
+            backend.locks.acquire("runtime/.memories.lock", 1000)
+            backend.files.append("runtime/log", b"x")
+            backend.locks.release("runtime/.memories.lock")
+        assert len({id(b._pool) for b in backends}) == 1
+        count = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mnemon-sm'"
+        assert int(cluster.psql(count)) <= 4
+    finally:
+        for backend in backends:
+            backend.close()
+    deadline = time.monotonic() + 10
+    while int(cluster.psql(count)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert int(cluster.psql(count)) == 0
+    with pytest.raises(StorageError, match="closed"):
+        backends[0].files.read("runtime/log")

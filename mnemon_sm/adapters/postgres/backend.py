@@ -17,7 +17,7 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from mnemon_sm.adapters.postgres.schema import migrate
 from mnemon_sm.adapters.postgres.url import parse_url, redacted
@@ -100,8 +100,9 @@ def _lock_key(root: str, name: str) -> int:
 class PgBackend:
     """One root on PostgreSQL: its pool, its ``files`` and its ``locks``.
 
-    ``url`` is ``postgresql://...?root=NAME``; ``max_connections`` bounds the pool (each lock
-    held, or waited for, takes one while it is). Opening applies the schema's migrations.
+    ``url`` is ``postgresql://...?root=NAME``; ``max_connections`` bounds the pool, which the
+    roots of one database share in a process (each lock held, or waited for, takes one of its
+    connections while it is). Opening applies the schema's migrations.
     Raises ``StorageError`` when the server cannot be reached or its schema is newer.
     """
 
@@ -109,16 +110,6 @@ class PgBackend:
         _load_driver()
         conninfo, self.root = parse_url(url)
         self.display = redacted(url)  # where the root lives, for people
-        self._pool = psycopg_pool.ConnectionPool(
-            conninfo,
-            kwargs={"autocommit": True, "application_name": "mnemon-sm"},
-            configure=_configure,
-            min_size=1,
-            max_size=max_connections,
-            open=False,
-            timeout=connect_timeout_s,
-            name=f"mnemon-sm:{self.root}",
-        )
         # thread id -> the connections of the locks that thread holds (the last one serves it)
         self._bound: dict[int, list[Any]] = {}
         # Threads of this backend wait for each other here before they wait on the server, so
@@ -130,18 +121,28 @@ class PgBackend:
                 conninfo, autocommit=True, connect_timeout=max(1, round(connect_timeout_s))
             ) as conn:
                 migrate(conn)
-            self._pool.open(wait=False)
         except psycopg.Error as exc:
             raise StorageError(
                 f"cannot open the PostgreSQL root {self.root}: {_reason(exc)}"
             ) from exc
+        self._conninfo = conninfo
+        self._pool = _Pools.take(conninfo, max_connections, connect_timeout_s)
         self.files = PgFiles(self)
         self.locks = PgLocks(self)
 
     def close(self) -> None:
-        """Release every lock still held and close the pool's connections."""
+        """Release every lock still held and give the pool back (the last root of its
+        database to close closes the pool's connections)."""
+        if self._pool is None:
+            return
         self.locks.release_all()
-        self._pool.close()
+        self._pool = None
+        _Pools.give_back(self._conninfo)
+
+    def _live(self) -> Any:
+        if self._pool is None:
+            raise StorageError(f"the PostgreSQL root {self.root} is closed")
+        return self._pool
 
     # -- statements ------------------------------------------------------------------------
 
@@ -151,7 +152,7 @@ class PgBackend:
         try:
             if bound:
                 return _execute(bound[-1], sql, params)
-            with self._pool.connection() as conn:
+            with self._live().connection() as conn:
                 return _execute(conn, sql, params)
         except psycopg.Error as exc:
             self._after(exc)
@@ -161,15 +162,18 @@ class PgBackend:
         """After a lost connection, drop the idle ones that no longer work."""
         if isinstance(exc, psycopg.OperationalError):
             with contextlib.suppress(psycopg.Error):  # still away: the next call tries again
-                self._pool.check()
+                self._live().check()
 
     # -- connections of locks --------------------------------------------------------------
 
     def checkout(self, timeout_s: float) -> Any:
-        return self._pool.getconn(timeout=max(0.001, timeout_s))
+        return self._live().getconn(timeout=max(0.001, timeout_s))
 
     def checkin(self, conn: Any) -> None:
-        self._pool.putconn(conn)
+        if self._pool is not None:
+            self._pool.putconn(conn)
+        else:  # closed meanwhile: the pool may be gone too
+            conn.close()
 
     def bind(self, thread: int, conn: Any) -> None:
         self._bound.setdefault(thread, []).append(conn)
@@ -184,6 +188,44 @@ class PgBackend:
     def queue(self, name: str) -> threading.Lock:
         with self._queues_guard:
             return self._queues.setdefault(name, threading.Lock())
+
+
+class _Pools:
+    """One pool per database address in a process, shared by the roots (tenants) opened on
+    it, so a host serving many roots keeps few connections and one set of pool threads; the
+    first root's ``max_connections`` sizes it, and the last root to close closes it."""
+
+    _guard = threading.Lock()
+    _open: ClassVar[dict[str, tuple[Any, int]]] = {}
+
+    @classmethod
+    def take(cls, conninfo: str, max_connections: int, timeout_s: float) -> Any:
+        with cls._guard:
+            pool, users = cls._open.get(conninfo, (None, 0))
+            if pool is None:
+                pool = psycopg_pool.ConnectionPool(
+                    conninfo,
+                    kwargs={"autocommit": True, "application_name": "mnemon-sm"},
+                    configure=_configure,
+                    min_size=1,
+                    max_size=max_connections,
+                    open=False,
+                    timeout=timeout_s,
+                    name="mnemon-sm",
+                )
+                pool.open(wait=False)
+            cls._open[conninfo] = (pool, users + 1)
+            return pool
+
+    @classmethod
+    def give_back(cls, conninfo: str) -> None:
+        with cls._guard:
+            pool, users = cls._open[conninfo]
+            if users > 1:
+                cls._open[conninfo] = (pool, users - 1)
+                return
+            del cls._open[conninfo]
+        pool.close()
 
 
 def _configure(conn: Any) -> None:
