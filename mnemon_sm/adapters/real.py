@@ -65,8 +65,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mnemon_sm.errors import LockTimeout, MnemonError, StorageError
-from mnemon_sm.ports import TEMP_NAME, Ports, Stamp, path_parts, temp_path
+from mnemon_sm.errors import MnemonError, StorageError
+from mnemon_sm.ports import TEMP_NAME, Ports, Stamp, lock_timeout, path_parts, temp_path
 
 __all__ = ["REFERENCE_LOCKS", "RealFiles", "RealLocks", "SystemClock", "real_ports"]
 
@@ -535,7 +535,7 @@ class RealLocks:
         # polling); the flock then excludes other processes.
         queue = self._queue(name)
         if not queue.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise _timeout(name, timeout_ms)
+            raise lock_timeout(name, timeout_ms)
         try:
             where = self._directory(name, parts[:-1])
             try:
@@ -649,10 +649,6 @@ class _Dir:
             self.fd = None
 
 
-def _timeout(name: str, timeout_ms: int) -> LockTimeout:
-    return LockTimeout(f"timed out after {timeout_ms} ms waiting for the lock {name}")
-
-
 def _flock(name: str, where: _Dir, leaf: str, deadline: float, timeout_ms: int, path: str) -> int:
     """Open (creating it 0600, never through a symlink) and lock ``leaf`` of ``where`` (at
     ``path``); return the fd. ``flock`` on POSIX; elsewhere the filelock package locks the
@@ -679,7 +675,7 @@ def _flock(name: str, where: _Dir, leaf: str, deadline: float, timeout_ms: int, 
             raise _storage_error("lock", name, exc) from exc
         if time.monotonic() >= deadline:
             os.close(fd)
-            raise _timeout(name, timeout_ms)
+            raise lock_timeout(name, timeout_ms)
         time.sleep(_LOCK_POLL_S)
 
 
@@ -697,7 +693,7 @@ def _portable_lock(name: str, fd: int, path: str, deadline: float, timeout_ms: i
         lock.acquire(timeout=max(0.0, deadline - time.monotonic()), poll_interval=_LOCK_POLL_S)
     except filelock.Timeout:
         os.close(fd)
-        raise _timeout(name, timeout_ms) from None
+        raise lock_timeout(name, timeout_ms) from None
     except OSError as exc:
         os.close(fd)
         raise _storage_error("lock", name, exc) from exc
@@ -754,7 +750,7 @@ def _claim_reference(
                 _remove_if(where, leaf, found)
                 continue
             if time.monotonic() >= deadline:
-                raise _timeout(name, timeout_ms)
+                raise lock_timeout(name, timeout_ms)
             time.sleep(_REFERENCE_POLL_S)
     except MnemonError:
         raise  # LockTimeout is an OSError (a TimeoutError) too

@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from mnemon_sm.errors import StorageError
+from mnemon_sm.errors import LockTimeout, StorageError
 from mnemon_sm.ports.embedder import Embedder
 from mnemon_sm.ports.long_term.port import DenseBackfill, LongTermStore, SideIndex
 from mnemon_sm.ports.workers import Workers
@@ -40,6 +40,7 @@ __all__ = [
     "Locks",
     "Ports",
     "Stamp",
+    "lock_timeout",
     "path_parts",
     "temp_path",
 ]
@@ -56,6 +57,11 @@ def path_parts(path: str) -> list[str]:
     if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise StorageError(f"refusing a path outside the storage root: {path!r}")
     return parts
+
+
+def lock_timeout(name: str, timeout_ms: int) -> LockTimeout:
+    """The error of every ``Locks`` adapter whose lock ``name`` was not granted in time."""
+    return LockTimeout(f"timed out after {timeout_ms} ms waiting for the lock {name}")
 
 
 def temp_path(path: str, pid: int, epoch_ms: int, serial: int) -> str:

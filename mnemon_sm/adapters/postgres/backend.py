@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 
 from mnemon_sm.adapters.postgres.schema import migrate
 from mnemon_sm.adapters.postgres.url import parse_url, redacted
-from mnemon_sm.errors import LockTimeout, StorageError
-from mnemon_sm.ports import TEMP_NAME, Stamp, path_parts, temp_path
+from mnemon_sm.errors import StorageError
+from mnemon_sm.ports import TEMP_NAME, Stamp, lock_timeout, path_parts, temp_path
 
 __all__ = ["PgBackend", "PgFiles", "PgLocks"]
 
@@ -423,7 +423,7 @@ class PgLocks:
         deadline = time.monotonic() + max(0, timeout_ms) / 1000
         queue = self._b.queue(name)
         if not queue.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise _timeout(name, timeout_ms)
+            raise lock_timeout(name, timeout_ms)
         try:
             try:
                 conn = self._b.checkout(deadline - time.monotonic())
@@ -481,8 +481,4 @@ def _lock(conn: Any, key: int, name: str, timeout_ms: int, deadline: float) -> N
     except psycopg.Error as exc:
         raise StorageError(f"cannot lock {name}: {_reason(exc)}") from exc
     if not got:
-        raise _timeout(name, timeout_ms)
-
-
-def _timeout(name: str, timeout_ms: int) -> LockTimeout:
-    return LockTimeout(f"timed out after {timeout_ms} ms waiting for the lock {name}")
+        raise lock_timeout(name, timeout_ms)
