@@ -501,3 +501,39 @@ def test_each_example_runs_offline(tmp_path: Path, name: str) -> None:
 
 
 FACT_OF_EXAMPLE = "Deploys are blue-green."
+
+
+async def _loop_client(workers: Any) -> object:
+    return workers.loop_client()
+
+
+def _loop_client_on_a_thread(workers: Any) -> object:
+    """What a run without a host loop sees: a loop of its own, on a thread of its own."""
+    import threading
+
+    got: list[object] = []
+    thread = threading.Thread(target=lambda: got.append(asyncio.run(_loop_client(workers))))
+    thread.start()
+    thread.join(10)
+    return got[0]
+
+
+def test_each_event_loop_gets_its_own_client_unless_the_host_gave_one(
+    protocol: str, server_factory: Callable[..., LoopbackModel]
+) -> None:
+    """Regression: runs without a host loop each run on a loop of their own, in a thread of
+    their own; one async client shared by two such runs at once (a cancelled run still
+    unwinding while the next one starts) failed the next with a connection error. A client
+    the adapter built now serves one loop; a client the host passed in serves every loop."""
+    server = server_factory([])
+    built = async_workers_for(protocol, server)
+
+    async def twice() -> tuple[object, object]:
+        return built.loop_client(), built.loop_client()
+
+    first, again = asyncio.run(twice())
+    assert first is again is built.client  # one loop: one client, the one built first
+    assert _loop_client_on_a_thread(built) is not first  # another loop: one of its own
+    given = type(built)(model="m", client=async_workers_for(protocol, server).client)
+    assert asyncio.run(_loop_client(given)) is given.client
+    assert _loop_client_on_a_thread(given) is given.client

@@ -165,7 +165,7 @@ class _AsyncMessages(_MessagesConversation):
         self, owner: AsyncAnthropicWorkers, request: WorkerRequest, tools: ToolBox
     ) -> None:
         super().__init__(owner, request, tools)
-        self._client = owner.client
+        self._client = owner.loop_client()
 
     async def ask(self) -> ModelTurn:
         response = await self._client.messages.create(

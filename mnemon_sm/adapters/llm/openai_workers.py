@@ -204,7 +204,7 @@ class _SyncChat(_ChatConversation):
 class _AsyncChat(_ChatConversation):
     def __init__(self, owner: AsyncOpenAIWorkers, request: WorkerRequest, tools: ToolBox) -> None:
         super().__init__(owner, request, tools)
-        self._client = owner.client
+        self._client = owner.loop_client()
 
     async def ask(self) -> ModelTurn:
         response = await self._client.chat.completions.create(

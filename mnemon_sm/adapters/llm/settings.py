@@ -9,7 +9,10 @@ naming the extra to install.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import threading
+import weakref
 from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
@@ -78,10 +81,40 @@ class Settings(Generic[C]):
         name = type(self).__name__
         if max_rounds < 1:
             raise InvalidConfig(f"{name}: max_rounds must be at least 1")
+        self._built = client is None  # a client made here (not the host's)
         if client is None:
             client = self._sdk.client(name, self._async, base_url, api_key, timeout, max_retries)
         elif base_url is not None or api_key is not None:
             raise InvalidConfig(f"{name}: give either client or base_url/api_key")
         self.client: C = client
+        self._client_settings = (name, base_url, api_key, timeout, max_retries)
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, C] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._by_loop_guard = threading.Lock()
+        self._served = False  # the client above went to a loop already
         self.model = model
         self.max_rounds = max_rounds
+
+    def loop_client(self) -> C:
+        """The client for a run on the running event loop. An async client keeps its
+        connections on the loop that used them: runs without a host loop each have a loop (and
+        a thread) of their own, and one client shared by two of them at once can fail with a
+        connection error. So a client this adapter built serves the first loop that asks, and
+        every other loop gets one of its own, dropped with the loop. A client the host passed
+        in is the host's to share: always that one."""
+        if not self._built:
+            return self.client
+        loop = asyncio.get_running_loop()
+        with self._by_loop_guard:
+            found = self._by_loop.get(loop)
+            if found is None:
+                found = self._new_client() if self._served else self.client
+                self._served = True
+                self._by_loop[loop] = found
+            return found
+
+    def _new_client(self) -> C:
+        name, base_url, api_key, timeout, max_retries = self._client_settings
+        made: C = self._sdk.client(name, self._async, base_url, api_key, timeout, max_retries)
+        return made
