@@ -31,7 +31,7 @@ __all__ = ["Config", "DocumentIndex", "Durability", "Projections"]
 
 Durability = Literal["full", "normal", "off"]
 Projections = Literal["eager", "lazy"]
-DocumentIndex = Literal["file", "journal"]
+DocumentIndex = Literal["auto", "file", "journal"]
 LongTermBackend = Literal["auto", "embedded", "mnemon"]
 Mode = Literal["guided", "off"]
 
@@ -127,7 +127,9 @@ class Config:
         mnemon_path: the Mnemon executable to use. mnemon_timeout_ms: per CLI call.
         documents_active_limit: rendered bytes all active Documents may take (1 KiB..1 GiB);
             a document that does not fit makes the least recently used one archived.
-        documents_index: ``file`` (the default) commits every document change by rewriting
+        documents_index: ``auto`` (the default) is ``file`` for a root in a directory and
+            ``journal`` for a root on PostgreSQL (no reader of ``index.json`` there but this
+            library); ``file`` commits every document change by rewriting
             ``documents/index.json``, so other readers of the file (the reference
             implementation among them) always see every document; ``journal`` appends the
             changed records to ``documents/index.journal`` instead and folds it into
@@ -168,7 +170,7 @@ class Config:
         default=DOCUMENTS_ACTIVE_LIMIT, validator=_between(*_DOCUMENTS_RANGE)
     )
     documents_index: DocumentIndex = attrs.field(
-        default="file", validator=_one_of("file", "journal")
+        default="auto", validator=_one_of("auto", "file", "journal")
     )
     worker_timeout_ms: int = attrs.field(
         default=WORKER_TIMEOUT_MS, validator=_between(*_WORKER_RANGE)

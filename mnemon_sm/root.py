@@ -28,7 +28,7 @@ from mnemon_sm.adapters.select import open_long_term
 from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.agent_tools import AgentTools
-from mnemon_sm.config import Config
+from mnemon_sm.config import Config, DocumentIndex
 from mnemon_sm.errors import StorageError
 from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.hot.api import Context, HotMemory, HotSnapshot, Preview, _Shared
@@ -260,10 +260,12 @@ class MemoryRoot:
             ports = attrs.evolve(ports, workers=workers)
         if embedder is not None:
             ports = attrs.evolve(ports, embedder=embedder)
+        config = config or Config()
+        if config.documents_index == "auto":  # see Config: journal where no one else reads
+            index: DocumentIndex = "file" if root is not None else "journal"
+            config = attrs.evolve(config, documents_index=index)
         try:
-            return cls(
-                root, config or Config(), ports, progress, backend=backend, location=location
-            )
+            return cls(root, config, ports, progress, backend=backend, location=location)
         except BaseException:
             if backend is not None:
                 backend.close()

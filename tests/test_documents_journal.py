@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "property_tests"))
 from test_document_properties import committed_records
 
 ROOT = "/roots/r"
-FILE = Config(durability="full")
+FILE = Config(durability="full", documents_index="file")
 JOURNAL = attrs.evolve(FILE, documents_index="journal")
 
 

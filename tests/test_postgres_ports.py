@@ -251,10 +251,13 @@ def test_a_lock_not_granted_in_time_times_out_across_threads(backend: PgBackend)
     assert len(outcome) == 1 and isinstance(outcome[0], LockTimeout)
 
 
-def test_a_write_is_durable_once_flushed_and_only_then(cluster: Cluster) -> None:
+def test_a_flushed_write_survives_a_crash_and_an_unflushed_one_is_whole_or_gone(
+    cluster: Cluster,
+) -> None:
     """Port calls commit without waiting for the WAL flush, like a file written without
     ``fsync``; ``fsync`` (of any path, or of a directory) waits for everything before it. A
-    crash (immediate stop) loses the unflushed write and keeps the flushed one."""
+    crash (immediate stop) keeps the flushed write; the unflushed one is there whole or not
+    at all (the server's WAL writer may have written it meanwhile: a full WAL page wakes it)."""
     backend = PgBackend(cluster.url(_root(cluster)))
     try:
         backend.files.ensure_dir("runtime")
@@ -273,7 +276,7 @@ def test_a_write_is_durable_once_flushed_and_only_then(cluster: Cluster) -> None
                 if attempt:
                     raise
         assert kept == b"flushed"
-        assert backend.files.read("runtime/lost") is None
+        assert backend.files.read("runtime/lost") in (None, b"not flushed")
     finally:
         backend.close()
 

@@ -246,3 +246,25 @@ def test_the_driver_is_imported_only_for_a_postgres_root() -> None:
         "a PostgreSQL root needs the postgres extra: pip install 'mnemon-sm[postgres]'",
         "[]",
     ]
+
+
+def test_documents_use_the_journal_on_postgres_unless_told_otherwise(
+    postgres_cluster: Cluster, tmp_path: Path
+) -> None:
+    """``documentsIndex = "auto"`` (the default) is the journal on PostgreSQL, where no other
+    reader needs ``index.json`` current, and the file in a directory; a set value stays."""
+    on_pg = MemoryRoot.open(_url(postgres_cluster, "docs"))
+    in_dir = MemoryRoot.open(tmp_path / "root")
+    told = MemoryRoot.open(_url(postgres_cluster, "told"), Config(documents_index="file"))
+    try:
+        assert Config().documents_index == "auto"
+        assert on_pg.config.documents_index == "journal"
+        assert in_dir.config.documents_index == "file"
+        assert told.config.documents_index == "file"
+        on_pg.documents.create("Runbook", "# Runbook\\n\\nRestart the queue.\\n")
+        told.documents.create("Runbook", "# Runbook\\n\\nRestart the queue.\\n")
+        assert on_pg._ports.files.read("documents/index.journal") is not None
+        assert told._ports.files.read("documents/index.journal") is None
+    finally:
+        for root in (on_pg, in_dir, told):
+            root.close()

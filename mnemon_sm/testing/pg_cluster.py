@@ -89,8 +89,9 @@ class Cluster:
     def start(cls, *, fsync: bool = False) -> Cluster:
         """Create and start a cluster. ``fsync=False`` (tests) skips the server's flushes: a
         server crash is still recovered from the WAL it wrote (the operating system keeps the
-        pages), and WAL committed without a flush is written only every 10 s, so a crash loses
-        it; benchmarks pass True so a commit costs what it costs in production."""
+        pages), and WAL committed without a flush is written every 10 s (or when a page fills), so
+        a crash usually loses it; benchmarks pass True so a commit costs what it costs in
+        production."""
         bindir = server_binaries()
         base = Path(tempfile.mkdtemp(prefix="mnemon-pg-"))
         cluster = cls(bindir, base, fsync=fsync)
@@ -209,8 +210,8 @@ class Cluster:
             f"unix_socket_directories = '{self.socket_dir}'",
             f"port = {self.port}",
             f"fsync = {'on' if self.fsync else 'off'}",
-            # Tests: what was committed without a flush stays in the server's WAL buffers (lost
-            # in a crash) until a flush, not only for the default 200 ms.
+            # Tests: what was committed without a flush mostly stays in the server's WAL buffers
+            # (lost in a crash) until a flush or a full WAL page, not only for 200 ms.
             f"wal_writer_delay = {'200ms' if self.fsync else '10s'}",
             "synchronous_commit = on",
             "max_connections = 200",

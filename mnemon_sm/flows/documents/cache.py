@@ -87,7 +87,7 @@ class IndexCache:
     ``journal`` commits append to the journal."""
 
     def __init__(self, mode: str = "file") -> None:
-        self.mode = mode
+        self.mode = "journal" if mode == "journal" else "file"  # ``auto`` unresolved: file
         self._lock = threading.RLock()
         self._index = _Seen()  # index.json
         self._index_records: Records = ()  # its parse
