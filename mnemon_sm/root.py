@@ -109,6 +109,9 @@ class MemoryRoot:
         """Use :meth:`open`. ``path`` is the root's directory, None for a root on PostgreSQL
         (``backend``, which the root closes when it closes; ``location``, its URL without a
         password)."""
+        if config.documents_index == "auto":  # see Config: journal where no one else reads
+            index: DocumentIndex = "file" if path is not None else "journal"
+            config = attrs.evolve(config, documents_index=index)
         self.path, self.config = path, config
         self._backend = backend
         #: Where the root lives, for people: its directory, or its URL without a password.
@@ -260,12 +263,10 @@ class MemoryRoot:
             ports = attrs.evolve(ports, workers=workers)
         if embedder is not None:
             ports = attrs.evolve(ports, embedder=embedder)
-        config = config or Config()
-        if config.documents_index == "auto":  # see Config: journal where no one else reads
-            index: DocumentIndex = "file" if root is not None else "journal"
-            config = attrs.evolve(config, documents_index=index)
         try:
-            return cls(root, config, ports, progress, backend=backend, location=location)
+            return cls(
+                root, config or Config(), ports, progress, backend=backend, location=location
+            )
         except BaseException:
             if backend is not None:
                 backend.close()
