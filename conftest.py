@@ -16,6 +16,8 @@ run at its end when the whole suite ran and a transition was never taken.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +25,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from mnemon_sm.testing.coverage import TransitionRecorder, whole_suite
+
+# Replicas of Memory Spaces on PostgreSQL go to the cache directory (XDG_CACHE_HOME): one of
+# the test session's own (each xdist worker's, inherited by the processes tests start), removed
+# at the end, so no test writes to the home directory.
+_CACHE = tempfile.mkdtemp(prefix="mnemon-sm-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE
 
 # No deadline anywhere: many tests fsync, and this 2-core machine is noisy.
 _QUIET = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -68,6 +76,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     without workers) fails the run on a transition nobody took (parallel runs only: otherwise
     the coverage test did it), and under CI on a skipped test: nothing may hide behind a skip
     there."""
+    shutil.rmtree(_CACHE, ignore_errors=True)
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["transitions"] = sorted(RECORDER.seen)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import attrs
 
-from mnemon_sm.adapters.postgres import PgBackend, is_postgres_url, redacted
+from mnemon_sm.adapters.postgres import PgBackend, PgSpaces, is_postgres_url, redacted
 from mnemon_sm.adapters.real import RandomIds, SystemClock, real_ports
-from mnemon_sm.adapters.select import open_long_term
+from mnemon_sm.adapters.select import configured_embedder, open_long_term
 from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.agent_tools import AgentTools
@@ -58,16 +58,27 @@ def _open_long_term(
     ports: Ports,
     delegate: Delegate,
     progress: Progress | None,
+    backend: PgBackend | None,
 ) -> tuple[LongTermMemory, LongTermStore | None]:
     """The long-term facade, and the store it uses when this root opened it (None when the
-    caller passed one in ``ports``: that one stays the caller's to close). A root with no
-    directory (on PostgreSQL) needs the store in ``ports``."""
+    caller passed one in ``ports``: that one stays the caller's to close). A root on
+    PostgreSQL keeps its spaces there (:class:`PgSpaces`), unless ``ports`` has a store."""
     owned: LongTermStore | None = None
     store = ports.long_term
+    if store is None and backend is not None:
+        store = owned = PgSpaces(
+            backend,
+            ports.clock,
+            embedder=ports.embedder or configured_embedder(config),
+            durability=config.durability,
+            progress=progress,
+            readonly=not config.write_enabled,
+            lock_timeout_ms=config.lock_timeout_ms,
+        )
     if store is None and path is None:
         raise StorageError(
-            "Memory Spaces of a PostgreSQL root are not stored on PostgreSQL yet: pass a "
-            "long-term store in ports.long_term"
+            "a root opened with its own ports and no directory needs a long-term store in "
+            "ports.long_term"
         )
     if store is None:
         assert path is not None
@@ -211,7 +222,12 @@ class MemoryRoot:
         with self._shared.mutex:
             if self._long_term is None:
                 self._long_term, self._owned_store = _open_long_term(
-                    self.path, self.config, self._ports, self._delegate, self._progress
+                    self.path,
+                    self.config,
+                    self._ports,
+                    self._delegate,
+                    self._progress,
+                    self._backend,
                 )
             return self._long_term
 

@@ -20,6 +20,7 @@ related or status).
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sqlite3
 import tempfile
@@ -47,6 +48,8 @@ from mnemon_sm.adapters.sqlite.scan import ScanSource
 from mnemon_sm.errors import InvalidInput, UnknownInsight
 from mnemon_sm.ports.long_term.values import RecallResult
 from mnemon_sm.testing.memory import FakeClock
+from mnemon_sm.testing.pg_cluster import Cluster
+from mnemon_sm.testing.pg_spaces import HostsInTurn
 
 WORDS = ("redis", "cache", "deploy", "rollback", "disk", "billing", "queue", "lunch")
 ENTITIES = ("Redis", "redis", "Kafka", "Billing")
@@ -155,7 +158,7 @@ class EmbeddedStoreMachine(RuleBasedStateMachine):
         """Open the store and remember a first batch, so most runs start with a graph."""
         self.dir = Path(tempfile.mkdtemp(prefix="lt-state-"))
         self.clock = FakeClock()
-        self.store = EmbeddedStore(self.dir, self.clock)
+        self.store = self.make_store()
         self.store.create_space("s")
         self.model = Model()
         made = []
@@ -170,8 +173,15 @@ class EmbeddedStoreMachine(RuleBasedStateMachine):
             self.store.close()
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    def make_store(self) -> Any:
+        return EmbeddedStore(self.dir, self.clock)
+
+    def databases(self) -> list[Path]:
+        """The ``mnemon.db`` files that must match the model."""
+        return [self.dir / "data" / "s" / "mnemon.db"]
+
     def db(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.dir / "data" / "s" / "mnemon.db")
+        return sqlite3.connect(self.databases()[0])
 
     # -- rules --------------------------------------------------------------------------------
 
@@ -352,16 +362,19 @@ class EmbeddedStoreMachine(RuleBasedStateMachine):
     def database_matches_the_model(self) -> None:
         if not hasattr(self, "store"):
             return
-        with self.db() as conn:
-            rows = conn.execute("SELECT id, deleted_at IS NULL, access_count FROM insights")
-            state = {node: (bool(active), count) for node, active, count in rows}
-            edge_rows = conn.execute("SELECT source_id, target_id, edge_type, weight FROM edges")
-            found = {(a, b, k): round(w, 9) for a, b, k, w in edge_rows}
-        assert state == {row.id: (row.active, row.access) for row in self.model.rows}
-        assert found == {key: round(w, 9) for key, w in self.model.edges.items()}
-        for a, b, kind in found:
-            assert state[a][0] and state[b][0]  # both ends active: forgotten ids are gone
-            assert (b, a, kind) in found  # every link is symmetric
+        for path in self.databases():
+            with sqlite3.connect(path) as conn:
+                rows = conn.execute("SELECT id, deleted_at IS NULL, access_count FROM insights")
+                state = {node: (bool(active), count) for node, active, count in rows}
+                edge_rows = conn.execute(
+                    "SELECT source_id, target_id, edge_type, weight FROM edges"
+                )
+                found = {(a, b, k): round(w, 9) for a, b, k, w in edge_rows}
+            assert state == {row.id: (row.active, row.access) for row in self.model.rows}
+            assert found == {key: round(w, 9) for key, w in self.model.edges.items()}
+            for a, b, kind in found:
+                assert state[a][0] and state[b][0]  # both ends active: forgotten ids are gone
+                assert (b, a, kind) in found  # every link is symmetric
 
 
 EmbeddedStoreMachine.TestCase.settings = settings(  # the conftest.py profile, scaled
@@ -369,3 +382,35 @@ EmbeddedStoreMachine.TestCase.settings = settings(  # the conftest.py profile, s
     stateful_step_count=2 * settings().stateful_step_count,
 )
 TestEmbeddedStoreStateful = EmbeddedStoreMachine.TestCase
+
+
+_CLUSTER: list[Cluster] = []  # the session's PostgreSQL server, handed over by the fixture below
+_pg_roots = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _postgres_for_the_stateful_machine(request: pytest.FixtureRequest) -> None:
+    if request.cls is TestPostgresStoreStateful and not _CLUSTER:
+        _CLUSTER.append(request.getfixturevalue("postgres_cluster"))
+
+
+class PostgresStoreMachine(EmbeddedStoreMachine):
+    """The same machine on Memory Spaces on PostgreSQL, two hosts taking calls in turn (each
+    call runs on a replica that must catch up with the other host's last one); after every
+    step both replicas, caught up, must match the model."""
+
+    def make_store(self) -> Any:
+        url = _CLUSTER[0].url(f"lt-stateful-{next(_pg_roots)}")
+        return HostsInTurn(url, self.clock, self.dir, hosts=2)
+
+    def databases(self) -> list[Path]:
+        for host in self.store.hosts:
+            host.status("s")  # catch up
+        return [self.dir / f"host-{i}" / "data" / "s" / "mnemon.db" for i in (0, 1)]
+
+
+PostgresStoreMachine.TestCase.settings = settings(
+    max_examples=settings().max_examples // 2,
+    stateful_step_count=2 * settings().stateful_step_count,
+)
+TestPostgresStoreStateful = PostgresStoreMachine.TestCase

@@ -1,8 +1,10 @@
 """The long-term port contract against every adapter: the embedded store, the in-memory fake,
-and the fault-injecting wrapper around each with no fault planned."""
+Memory Spaces on PostgreSQL (one host, and two taking calls in turn), and the fault-injecting
+wrapper around each with no fault planned."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -16,8 +18,11 @@ from mnemon_sm.testing.contract import check_long_term_contract
 from mnemon_sm.testing.faults import FaultInjector, FaultyPort
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 from mnemon_sm.testing.memory import FakeClock
+from mnemon_sm.testing.pg_cluster import Cluster
+from mnemon_sm.testing.pg_spaces import HostsInTurn
 
 Maker = Callable[[Path], Any]
+_roots = itertools.count()
 
 ADAPTERS: dict[str, Maker] = {
     "embedded": lambda root: EmbeddedStore(root, FakeClock()),
@@ -32,6 +37,23 @@ def test_adapter_keeps_the_long_term_contract(tmp_path: Path, name: str, faulty:
     if faulty:
         store = FaultyPort("long_term", store, FaultInjector())
     check_long_term_contract(cast(LongTermStore, store))
+
+
+@pytest.mark.parametrize("hosts", [1, 2], ids=["one-host", "two-hosts-in-turn"])
+@pytest.mark.parametrize("faulty", [False, True], ids=["plain", "faulty-no-faults"])
+def test_postgres_spaces_keep_the_long_term_contract(
+    postgres_cluster: Cluster, tmp_path: Path, hosts: int, faulty: bool
+) -> None:
+    """Memory Spaces on PostgreSQL; with two hosts taking calls in turn, every call runs on
+    a replica that must catch up with the other host's last call."""
+    store: Any = HostsInTurn(
+        postgres_cluster.url(f"contract-{next(_roots)}"), FakeClock(), tmp_path, hosts=hosts
+    )
+    try:
+        checked = FaultyPort("long_term", store, FaultInjector()) if faulty else store
+        check_long_term_contract(cast(LongTermStore, checked))
+    finally:
+        store.close()
 
 
 def test_the_contract_can_fail() -> None:

@@ -38,6 +38,7 @@ def _load_driver() -> None:
         try:
             driver = importlib.import_module("psycopg")
             importlib.import_module("psycopg.errors")
+            importlib.import_module("psycopg.conninfo")
             pool = importlib.import_module("psycopg_pool")
         except ImportError as exc:
             raise StorageError(
@@ -110,6 +111,7 @@ class PgBackend:
         _load_driver()
         conninfo, self.root = parse_url(url)
         self.display = redacted(url)  # where the root lives, for people
+        self.identity = _identity(conninfo, self.root)  # the same root, whoever logs in
         # thread id -> the connections of the locks that thread holds (the last one serves it)
         self._bound: dict[int, list[Any]] = {}
         # Threads of this backend wait for each other here before they wait on the server, so
@@ -123,7 +125,7 @@ class PgBackend:
                 migrate(conn)
         except psycopg.Error as exc:
             raise StorageError(
-                f"cannot open the PostgreSQL root {self.root}: {_reason(exc)}"
+                f"cannot open the PostgreSQL root {self.root}: {reason(exc)}"
             ) from exc
         self._conninfo = conninfo
         self._pool = _Pools.take(conninfo, max_connections, connect_timeout_s)
@@ -155,10 +157,15 @@ class PgBackend:
             with self._live().connection() as conn:
                 return _execute(conn, sql, params)
         except psycopg.Error as exc:
-            self._after(exc)
-            raise StorageError(f"cannot {what} {path}: {_reason(exc)}") from exc
+            self.after(exc)
+            raise StorageError(f"cannot {what} {path}: {reason(exc)}") from exc
 
-    def _after(self, exc: BaseException) -> None:
+    def connection(self) -> Any:
+        """A connection of the pool, as a context manager (autocommit; the caller translates
+        driver errors and calls :meth:`after` with them)."""
+        return self._live().connection()
+
+    def after(self, exc: BaseException) -> None:
         """After a lost connection, drop the idle ones that no longer work."""
         if isinstance(exc, psycopg.OperationalError):
             with contextlib.suppress(psycopg.Error):  # still away: the next call tries again
@@ -257,7 +264,15 @@ def _execute(conn: Any, sql: str, params: _Params) -> tuple[int, list[Any]]:
     return cur.rowcount, rows
 
 
-def _reason(exc: BaseException) -> str:
+def _identity(conninfo: str, root: str) -> str:
+    """Server, port, database and root of a connection string (no user, no password)."""
+    info = psycopg.conninfo.conninfo_to_dict(conninfo)
+    where = [str(info.get(key) or "") for key in ("host", "hostaddr", "port", "dbname")]
+    return "\0".join([*where, root])
+
+
+def reason(exc: BaseException) -> str:
+    """The first line of a driver error, for messages."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
@@ -428,8 +443,8 @@ class PgLocks:
             try:
                 conn = self._b.checkout(deadline - time.monotonic())
             except psycopg.Error as exc:
-                self._b._after(exc)
-                raise StorageError(f"cannot lock {name}: {_reason(exc)}") from exc
+                self._b.after(exc)
+                raise StorageError(f"cannot lock {name}: {reason(exc)}") from exc
             try:
                 _lock(conn, _lock_key(self._b.root, name), name, timeout_ms, deadline)
             except BaseException:
@@ -479,6 +494,6 @@ def _lock(conn: Any, key: int, name: str, timeout_ms: int, deadline: float) -> N
             finally:
                 conn.execute("SELECT set_config('lock_timeout', '0', false)")
     except psycopg.Error as exc:
-        raise StorageError(f"cannot lock {name}: {_reason(exc)}") from exc
+        raise StorageError(f"cannot lock {name}: {reason(exc)}") from exc
     if not got:
         raise lock_timeout(name, timeout_ms)

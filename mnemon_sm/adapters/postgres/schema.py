@@ -36,6 +36,82 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     # A row per root that every durable point updates: a transaction that wrote nothing
     # would commit without waiting for the WAL flush, whatever synchronous_commit says.
     2: ("CREATE TABLE mnemon_flushes (root text PRIMARY KEY, count bigint NOT NULL)",),
+    # Memory Spaces: Mnemon's three tables per (root, space), each row keyed by its rowid in
+    # the replicas and stamped with the space's change number (``seq``) that last wrote it; a
+    # deleted row leaves a tombstone (see mnemon_sm.adapters.postgres.spaces).
+    3: (
+        "CREATE SEQUENCE mnemon_space_incarnations",
+        """CREATE TABLE mnemon_spaces (
+            root text NOT NULL,
+            space text NOT NULL,
+            incarnation bigint NOT NULL,
+            seq bigint NOT NULL,
+            horizon bigint NOT NULL,
+            PRIMARY KEY (root, space)
+        )""",
+        """CREATE TABLE mnemon_insights (
+            root text NOT NULL,
+            space text NOT NULL,
+            rid bigint NOT NULL,
+            seq bigint NOT NULL,
+            id text NOT NULL,
+            content text NOT NULL,
+            category text NOT NULL,
+            importance integer NOT NULL,
+            tags text NOT NULL,
+            entities text NOT NULL,
+            source text NOT NULL,
+            access_count integer NOT NULL,
+            created_at text NOT NULL,
+            updated_at text NOT NULL,
+            deleted_at text,
+            last_accessed_at text,
+            embedding bytea,
+            effective_importance double precision,
+            PRIMARY KEY (root, space, rid),
+            FOREIGN KEY (root, space) REFERENCES mnemon_spaces ON DELETE CASCADE
+        )""",
+        "CREATE INDEX mnemon_insights_by_seq ON mnemon_insights (root, space, seq)",
+        "CREATE UNIQUE INDEX mnemon_insights_by_id ON mnemon_insights (root, space, id)",
+        """CREATE TABLE mnemon_edges (
+            root text NOT NULL,
+            space text NOT NULL,
+            rid bigint NOT NULL,
+            seq bigint NOT NULL,
+            source_id text NOT NULL,
+            target_id text NOT NULL,
+            edge_type text NOT NULL,
+            weight double precision NOT NULL,
+            metadata text NOT NULL,
+            created_at text NOT NULL,
+            PRIMARY KEY (root, space, rid),
+            FOREIGN KEY (root, space) REFERENCES mnemon_spaces ON DELETE CASCADE
+        )""",
+        "CREATE INDEX mnemon_edges_by_seq ON mnemon_edges (root, space, seq)",
+        """CREATE TABLE mnemon_oplog (
+            root text NOT NULL,
+            space text NOT NULL,
+            rid bigint NOT NULL,
+            seq bigint NOT NULL,
+            operation text NOT NULL,
+            insight_id text,
+            detail text,
+            created_at text NOT NULL,
+            PRIMARY KEY (root, space, rid),
+            FOREIGN KEY (root, space) REFERENCES mnemon_spaces ON DELETE CASCADE
+        )""",
+        "CREATE INDEX mnemon_oplog_by_seq ON mnemon_oplog (root, space, seq)",
+        """CREATE TABLE mnemon_space_deletions (
+            root text NOT NULL,
+            space text NOT NULL,
+            tbl smallint NOT NULL,
+            rid bigint NOT NULL,
+            seq bigint NOT NULL,
+            PRIMARY KEY (root, space, tbl, rid),
+            FOREIGN KEY (root, space) REFERENCES mnemon_spaces ON DELETE CASCADE
+        )""",
+        "CREATE INDEX mnemon_space_deletions_by_seq ON mnemon_space_deletions (root, space, seq)",
+    ),
 }
 
 SCHEMA_VERSION = max(_MIGRATIONS)

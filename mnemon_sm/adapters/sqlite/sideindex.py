@@ -324,6 +324,33 @@ class SideIndex:
             if report is not None:
                 report(min(start + _CHUNK, len(fresh)), len(fresh))
 
+    def refresh_rows(self, rowids: Sequence[int]) -> None:
+        """Inside a write transaction, after rows of ``mnemon.db`` were written behind the
+        index's back by its owner (a replica applying its upstream's changes, see
+        :mod:`.replica`): re-index those of ``rowids`` whose indexed columns changed, drop the
+        ones no longer active, and take the fingerprint as current, so no full refresh
+        follows."""
+        active: dict[int, int] = {}
+        indexed: dict[int, int] = {}
+        for part in _chunks(rowids):
+            marks = _marks(part)
+            rows = self.conn.execute(
+                f"SELECT rowid, {_SIG_COLUMNS} FROM main.insights"
+                f" WHERE rowid IN ({marks}) AND +deleted_at IS NULL",
+                part,
+            )
+            active.update((row[0], _sig(row[1:])) for row in rows)
+            indexed.update(
+                self.conn.execute(f"SELECT doc, sig FROM idx.docs WHERE doc IN ({marks})", part)
+            )
+        stale = [doc for doc, sig in indexed.items() if active.get(doc) != sig]
+        fresh = sorted(doc for doc, sig in active.items() if indexed.get(doc) != sig)
+        if any(doc in active for doc in stale):  # changed in place: caches look again
+            self._new_epoch()
+        self.remove(stale)
+        self.add(fresh)
+        self._set_meta("fingerprint", json.dumps(self.fingerprint()))
+
     # -- maintenance ------------------------------------------------------------------------
 
     def add(self, rowids: Sequence[int]) -> None:

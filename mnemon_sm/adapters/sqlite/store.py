@@ -53,6 +53,7 @@ from mnemon_sm.adapters.path_locks import path_lock
 from mnemon_sm.adapters.sqlite import drafts, reads, schema, vectors, writes
 from mnemon_sm.adapters.sqlite.handles import Handle, fsync_directory, mkdir_private, storage_error
 from mnemon_sm.adapters.sqlite.reads import in_order
+from mnemon_sm.adapters.sqlite.replica import Upstream
 from mnemon_sm.adapters.sqlite.sideindex import SideIndex
 from mnemon_sm.adapters.sqlite.tx import Tx
 from mnemon_sm.adapters.sqlite.vectors import EMBED_PER_RECALL, VectorSet
@@ -107,6 +108,9 @@ class EmbeddedStore:
             scratch (a new or changed index format, a store written by Mnemon itself), for
             stores of :data:`~.sideindex.PROGRESS_FROM` insights or more.
         readonly: create and change no file (reads only; a write raises ``StorageError``).
+        upstream: keep every space a replica of this upstream, which holds the truth
+            (:mod:`.replica`; the PostgreSQL adapter): reads catch up with it first, writes
+            commit there first.
     """
 
     def __init__(
@@ -119,6 +123,7 @@ class EmbeddedStore:
         durability: str = "full",
         progress: Callable[[str, int, int], None] | None = None,
         readonly: bool = False,
+        upstream: Upstream | None = None,
     ) -> None:
         if isinstance(prune_ceiling, bool) or not isinstance(prune_ceiling, int):
             raise InvalidInput("prune_ceiling must be an integer")
@@ -135,6 +140,7 @@ class EmbeddedStore:
         self._durability = durability
         self._progress = progress
         self._readonly = readonly
+        self._upstream = upstream
         self._queries: OrderedDict[str, Vectors] = OrderedDict()  # recent query vectors
         self._vectors: dict[str, VectorSet] = {}  # per space; used under its file lock
         # (space, model) -> (index epoch, rowid up to which every insight has a vector)
@@ -206,9 +212,14 @@ class EmbeddedStore:
                     raise storage_error(f"{what} on space {space!r}", exc) from exc
                 return
 
-    def _write(self, space: str, what: str, body: Callable[[Tx], T]) -> T:
+    def _write(self, space: str, what: str, body: Callable[[Tx], T], *, local: bool = False) -> T:
+        """Run ``body`` in one write transaction of ``space``; through the upstream unless
+        ``local`` (what only the side index holds: vectors, a rebuild)."""
         with self._locked(space, what) as handle:
-            return handle.write(body, self._clock)
+            upstream = self._upstream
+            if upstream is None or local:
+                return handle.write(body, self._clock)
+            return handle.write(lambda tx: upstream.write(space, tx, body), self._clock)
 
     def _extra(self, space: str, info: os.stat_result) -> tuple[int, ...]:
         """What else makes an open handle still right for a read-only store: whether a WAL
@@ -223,6 +234,10 @@ class EmbeddedStore:
     def _read(self, space: str, what: str, body: Callable[[Handle], T], *, index: bool) -> T:
         while True:
             with self._locked(space, what) as handle:
+                if self._upstream is not None:
+                    self._upstream.catch_up(
+                        space, handle.conn, lambda step: handle.write(step, self._clock)
+                    )
                 result = handle.read(body, self._clock, sync_index=index)
                 if not handle.immutable or self._unchanged(space, handle):
                     return result
@@ -341,7 +356,7 @@ class EmbeddedStore:
     def rebuild_index(self, space: str) -> None:
         """Rebuild the space's side index from ``mnemon.db`` (never needed for correctness
         after changes that touch a fingerprint column; see :mod:`.sideindex`)."""
-        self._write(space, "rebuild_index", lambda tx: tx.index.sync(force=True))
+        self._write(space, "rebuild_index", lambda tx: tx.index.sync(force=True), local=True)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -457,7 +472,9 @@ class EmbeddedStore:
         model = embedder.model_id
         found = embed_checked(embedder, [content for _, _, content in todo])
         items = [(digest, found[i]) for i, (_, digest, _) in enumerate(todo)]
-        self._write(space, "embed", lambda tx: vectors.store_vectors(tx.conn, model, items))
+        self._write(
+            space, "embed", lambda tx: vectors.store_vectors(tx.conn, model, items), local=True
+        )
 
     def embed_missing(
         self, space: str, *, batch: int = 64, progress: Callable[[int, int], None] | None = None
