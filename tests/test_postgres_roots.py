@@ -144,10 +144,52 @@ def test_a_root_opened_by_url_keeps_what_it_committed(postgres_cluster: Cluster)
             "Deploys need a second reviewer"
         ]
         assert "Deploys need a second reviewer" in again.context.runtime_memory()
-        with pytest.raises(StorageError, match="not stored on PostgreSQL yet"):
-            _ = again.long_term
     finally:
         again.close()
+
+
+def test_a_url_root_keeps_its_memory_spaces_in_the_database(
+    postgres_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MEMORY.md's archive-then-compact and a document's archiving write to Memory Spaces on
+    the server: another host (another cache directory) recalls every archived entry and the
+    document's cold reference."""
+    from tests.test_maintenance import memory_facts
+
+    url = _url(postgres_cluster, "spaces")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "host-a"))
+    root = MemoryRoot.open(url)
+    facts = memory_facts(49)
+    block = None
+    for _, content, importance in facts:
+        block = root.hot.add("memory", content, importance=importance).maintenance or block
+    receipt = root.hot.add("memory", "New durable fact: deploys need two approvals.")
+    block = receipt.maintenance or block
+    assert block is not None and block.kind == "long-term-archive"
+    doc = root.documents.create("Old runbook", "# Runbook\n\nRestart the queue first.\n")
+    archived = root.documents.archive(doc.document.id)
+    root.close()
+    assert (tmp_path / "host-a" / "mnemon-sm").is_dir()  # the replica, a cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "host-b"))
+    other = MemoryRoot.open(url)
+    try:
+        archive = [s.name for s in other.long_term.spaces()]
+        assert "Working memory archive" in archive
+        archived_facts = {c for _, c, _ in facts} - {
+            e.content for e in other.hot.snapshot().of("memory")
+        }
+        assert archived_facts
+        for content in archived_facts:  # through the recall worker, as an agent would
+            found = other.long_term.recall(content, mode="basic").results
+            assert [item["content"] for item in found] == [content]
+        reference = other.long_term.recall("Old runbook", mode="basic").results
+        assert reference and "documents/archived/old-runbook-" in reference[0]["content"]
+        record = other.documents.records()
+        assert [r.status for r in record if r.id == doc.document.id] == ["archived"]
+        assert archived.document.status == "archived"
+    finally:
+        other.close()
 
 
 def test_a_root_url_shows_no_password(postgres_cluster: Cluster) -> None:

@@ -367,8 +367,9 @@ class PgSpaces(EmbeddedStore):
         self._drop_replica(space)
 
     def _fresh_replica(self, space: str) -> None:
-        """An empty replica of ``space`` (a stale one of an earlier incarnation goes)."""
-        self._drop_replica(space)
+        """A replica of ``space`` unless one exists (one of an earlier incarnation of the
+        space is loaded again in full by its next call; dropping it here could pull it from
+        under another thread of this host)."""
         with suppress(InvalidInput):  # another thread or process of this host made it meanwhile
             super().create_space(space)
 

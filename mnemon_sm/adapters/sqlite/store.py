@@ -57,7 +57,13 @@ from mnemon_sm.adapters.sqlite.replica import Upstream
 from mnemon_sm.adapters.sqlite.sideindex import SideIndex
 from mnemon_sm.adapters.sqlite.tx import Tx
 from mnemon_sm.adapters.sqlite.vectors import EMBED_PER_RECALL, VectorSet
-from mnemon_sm.errors import EmbeddingFailed, InvalidInput, StorageError, UnknownSpace
+from mnemon_sm.errors import (
+    EmbeddingFailed,
+    InvalidInput,
+    MnemonError,
+    StorageError,
+    UnknownSpace,
+)
 from mnemon_sm.ports import Clock
 from mnemon_sm.ports.embedder import Embedder, Vectors
 from mnemon_sm.ports.embedder_checks import embed_checked
@@ -208,6 +214,8 @@ class EmbeddedStore:
                     continue
                 try:
                     yield handle
+                except MnemonError:  # typed already (LockTimeout is an OSError too)
+                    raise
                 except (sqlite3.Error, OSError) as exc:
                     raise storage_error(f"{what} on space {space!r}", exc) from exc
                 return
