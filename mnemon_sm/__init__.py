@@ -31,6 +31,7 @@ from mnemon_sm.errors import (
     InvalidInput,
     LockTimeout,
     MaintenanceRejected,
+    MigrationMismatch,
     MnemonError,
     NoMatch,
     ReadOnly,
@@ -63,6 +64,8 @@ from mnemon_sm.flows.long_term.recall import AgentAnswer, RecallAnswer
 from mnemon_sm.flows.long_term.service import MergeReceipt, RelatedItem, SearchHit, SearchResult
 from mnemon_sm.flows.long_term.upkeep import ImportReceipt
 from mnemon_sm.flows.long_term.write import WriteReceipt
+from mnemon_sm.flows.migration import MigrationReport
+from mnemon_sm.migrate import migrate
 from mnemon_sm.observe import Events, MemoryEvent
 from mnemon_sm.ports.long_term.values import SpaceStatus
 from mnemon_sm.ports.workers import Cancellation, ToolBox, ToolDefinition, WorkerRequest, Workers
@@ -112,6 +115,8 @@ __all__ = [
     "MemoryEvent",
     "MemoryRoot",
     "MergeReceipt",
+    "MigrationMismatch",
+    "MigrationReport",
     "MnemonError",
     "NoMatch",
     "OpenAIWorkers",
@@ -141,4 +146,5 @@ __all__ = [
     "WorkerTimeout",
     "Workers",
     "WriteReceipt",
+    "migrate",
 ]

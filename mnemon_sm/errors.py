@@ -42,6 +42,7 @@ __all__ = [
     "InvalidInput",
     "LockTimeout",
     "MaintenanceRejected",
+    "MigrationMismatch",
     "MnemonError",
     "NoMatch",
     "ReadOnly",
@@ -231,6 +232,11 @@ class StorageError(MnemonError):
 
 class LockTimeout(StorageError, TimeoutError):
     """Another writer held the root's lock for longer than the configured timeout."""
+
+
+class MigrationMismatch(StorageError):
+    """After a migration, the target does not hold what the source holds (a root changed
+    during the migration, or a write was lost); the message names what differs."""
 
 
 class CorruptStore(StorageError):

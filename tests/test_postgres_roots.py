@@ -156,7 +156,7 @@ def test_a_url_root_keeps_its_memory_spaces_in_the_database(
     document's cold reference."""
     from tests.test_maintenance import memory_facts
 
-    url = _url(postgres_cluster, "spaces")
+    url = _url(postgres_cluster, "root-spaces")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "host-a"))
     root = MemoryRoot.open(url)
     facts = memory_facts(49)

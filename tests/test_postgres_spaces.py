@@ -31,7 +31,7 @@ _names = itertools.count()
 
 @pytest.fixture
 def url(postgres_cluster: Cluster) -> str:
-    return postgres_cluster.url(f"spaces-{next(_names)}")
+    return postgres_cluster.url(f"pg-spaces-{next(_names)}")
 
 
 @pytest.fixture

@@ -399,6 +399,32 @@ class RealFiles:
         except OSError as exc:
             raise _storage_error("list", directory or ".", exc) from exc
 
+    def walk(self) -> tuple[str, ...]:
+        """Every file's path, sorted (the ``FileTree`` capability); a symlink anywhere below
+        the root is refused, never followed."""
+        found: list[str] = []
+
+        def refuse(exc: OSError) -> None:
+            raise exc
+
+        if not os.path.isdir(self._base):
+            return ()
+        try:
+            for directory, dirs, names in os.walk(self._base, onerror=refuse):
+                relative = os.path.relpath(directory, self._base)
+                for name in [*dirs, *names]:
+                    path = name if relative == "." else f"{relative}/{name}"
+                    info = os.lstat(os.path.join(directory, name))
+                    if stat.S_ISLNK(info.st_mode):
+                        raise StorageError(f"cannot copy {path}: it is a symlink")
+                    if stat.S_ISREG(info.st_mode):
+                        found.append(path.replace(os.sep, "/"))
+                    elif not stat.S_ISDIR(info.st_mode):
+                        raise StorageError(f"cannot copy {path}: not a regular file")
+        except OSError as exc:
+            raise _storage_error("list", ".", exc) from exc
+        return tuple(sorted(found))
+
     def remove(self, path: str) -> None:
         try:
             parts = self._parts(path)

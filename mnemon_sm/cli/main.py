@@ -33,6 +33,7 @@ from mnemon_sm.cli.support import Parser, ProgressBar, UsageError, directory_roo
 from mnemon_sm.config import Config
 from mnemon_sm.errors import MnemonError, StorageError
 from mnemon_sm.flows.hot.model import IMPORTANCES, TARGETS
+from mnemon_sm.migrate import migrate
 from mnemon_sm.root import MemoryRoot
 
 __all__ = ["main"]
@@ -64,6 +65,16 @@ def _print_json(data: Any) -> None:
 def _open(args: argparse.Namespace) -> MemoryRoot:
     config = Config.from_toml(args.config) if args.config else Config()
     return MemoryRoot.open(args.root or default_root(), config, progress=ProgressBar())
+
+
+def _migrate(args: argparse.Namespace) -> None:
+    def progress(what: str, done: int, total: int) -> None:
+        print(f"{what}: {done}/{total}", file=sys.stderr, flush=True)
+
+    report = migrate(
+        root_arg(args.source), root_arg(args.target), progress=progress, batch=args.batch
+    )
+    _print_json(report.to_json())
 
 
 def _replay(args: argparse.Namespace) -> None:
@@ -229,6 +240,17 @@ def _parser() -> argparse.ArgumentParser:
     reset.add_argument("agent", help="the agent id")
     reset.add_argument("--root", type=root_arg, default=argparse.SUPPRESS, help="storage root")
     reset.set_defaults(run=lambda a: _print_json(_open(a).reset_lifecycle(a.agent).to_json()))
+
+    migrate_ = commands.add_parser(
+        "migrate",
+        help="copy a whole root to an empty one (a directory or a PostgreSQL URL) and verify",
+    )
+    migrate_.add_argument("--from", dest="source", required=True, help="the root to copy")
+    migrate_.add_argument("--to", dest="target", required=True, help="an empty root")
+    migrate_.add_argument(
+        "--batch", type=int, default=64, help="files copied per step (default 64)"
+    )
+    migrate_.set_defaults(run=_migrate)
 
     demo = commands.add_parser("demo", help="run a scripted agent conversation")
     demo.add_argument(

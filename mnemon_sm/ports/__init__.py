@@ -27,7 +27,7 @@ import attrs
 
 from mnemon_sm.errors import LockTimeout, StorageError
 from mnemon_sm.ports.embedder import Embedder
-from mnemon_sm.ports.long_term.port import DenseBackfill, LongTermStore, SideIndex
+from mnemon_sm.ports.long_term.port import DenseBackfill, LongTermStore, SideIndex, SpaceRows
 from mnemon_sm.ports.workers import Workers
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "PORT_PROTOCOLS",
     "TEMP_NAME",
     "Clock",
+    "FileTree",
     "Files",
     "Ids",
     "Locks",
@@ -143,6 +144,21 @@ class Files(Protocol):
 
 
 @runtime_checkable
+class FileTree(Protocol):
+    """An optional capability of a ``Files`` adapter: listing every file of the root at once
+    (what a migration copies; every adapter of this library has it)."""
+
+    def walk(self) -> tuple[str, ...]:
+        """The path of every file under the root, sorted (directories are not listed).
+
+        Raises:
+            StorageError: a directory cannot be read, or the tree holds a symlink (never
+            followed, never copied).
+        """
+        ...
+
+
+@runtime_checkable
 class Locks(Protocol):
     """Named exclusive locks shared by every process using the storage root."""
 
@@ -219,4 +235,7 @@ PORT_PROTOCOLS: dict[str, type] = {
 #: The optional capabilities a port's adapter may have beyond its protocol, by field name:
 #: ``long_term.embed_missing`` in a spec refers to :class:`DenseBackfill`'s method (the spec lint
 #: reads this table too). A flow checks the capability before it calls it.
-PORT_CAPABILITIES: dict[str, tuple[type, ...]] = {"long_term": (DenseBackfill, SideIndex)}
+PORT_CAPABILITIES: dict[str, tuple[type, ...]] = {
+    "files": (FileTree,),
+    "long_term": (DenseBackfill, SideIndex, SpaceRows),
+}

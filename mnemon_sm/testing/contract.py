@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Callable
 
 from mnemon_sm.errors import InvalidInput, LockTimeout, StorageError, UnknownInsight, UnknownSpace
-from mnemon_sm.ports import TEMP_NAME, Clock, Files, Ids, Locks
-from mnemon_sm.ports.long_term.port import LongTermStore
+from mnemon_sm.ports import TEMP_NAME, Clock, Files, FileTree, Ids, Locks
+from mnemon_sm.ports.long_term.port import ROW_TABLES, LongTermStore, SpaceRows
 from mnemon_sm.ports.long_term.values import DraftEdge, DraftInsight, ImportDraft
 
 __all__ = [
@@ -82,6 +82,24 @@ def check_files_contract(files: Files) -> None:
     files.rename(temp, "runtime/f")
     _raises(StorageError, lambda: files.ensure_dir("runtime/f"), "a file is not a directory")
     files.remove("runtime/f")
+    if isinstance(files, FileTree):
+        _check_walk(files)
+
+
+def _check_walk(files: FileTree | Files) -> None:
+    """The optional ``FileTree`` capability: every file, nested ones too, no directory."""
+    assert isinstance(files, Files) and isinstance(files, FileTree)
+    files.ensure_dir("tree/deep/er")
+    for path in ("tree/a", "tree/deep/b", "tree/deep/er/c", "top"):
+        temp = files.write_temp(path, path.encode())
+        files.rename(temp, path)
+    walked = files.walk()
+    expected = ("top", "tree/a", "tree/deep/b", "tree/deep/er/c")
+    assert walked == expected, (
+        f"walk lists every file, nested ones too, sorted, and no directory: {walked}"
+    )
+    for path in expected:
+        files.remove(path)
 
 
 def _check_read_if_changed(files: Files) -> None:
@@ -221,3 +239,28 @@ def check_long_term_contract(store: LongTermStore) -> None:
     store.create_space("other")
     store.delete_space("other")
     assert store.spaces() == ("default",), "a deleted space is gone"
+    if isinstance(store, SpaceRows):
+        _check_space_rows(store)
+
+
+def _check_space_rows(store: LongTermStore) -> None:
+    """The optional ``SpaceRows`` capability, on the contract's ``default`` space."""
+    assert isinstance(store, SpaceRows)
+    exported = list(store.export_rows("default", batch=2))
+    assert [t for t, _ in exported] == sorted((t for t, _ in exported), key=ROW_TABLES.index), (
+        "rows come table by table"
+    )
+    assert all(0 < len(rows) <= 2 for _, rows in exported), "in pages of the batch size"
+    store.import_rows("copy", iter(exported))
+    assert store.space_digest("copy") == store.space_digest("default"), "a copy has its rows"
+    assert store.graph("copy") == store.graph("default"), "a copy answers as its source"
+    assert store.status("copy").deleted_insights == 1, "forgotten insights are rows too"
+    _raises(InvalidInput, lambda: store.import_rows("copy", iter(exported)), "copy once")
+    _raises(
+        InvalidInput,
+        lambda: store.import_rows("bad", iter([("nope", [(1, "x")])])),
+        "only Mnemon's tables",
+    )
+    assert "bad" not in store.spaces(), "a refused import leaves no space"
+    _raises(UnknownSpace, lambda: list(store.export_rows("nope")), "unknown space refused")
+    store.delete_space("copy")

@@ -140,6 +140,11 @@ class MemoryFiles:
         }
         return tuple(sorted(n for n in names if _parent(f"{prefix}{n}") == directory))
 
+    def walk(self) -> tuple[str, ...]:
+        """Every file's path, sorted (the ``FileTree`` capability)."""
+        self.log.record("files", "walk", "")
+        return tuple(sorted(self.files))
+
     def remove(self, path: str) -> None:
         self.log.record("files", "remove", path)
         _check(path)

@@ -395,6 +395,16 @@ class PgFiles:
         )
         return tuple(sorted(row[0] for row in rows))
 
+    def walk(self) -> tuple[str, ...]:
+        """Every file's path, sorted (the ``FileTree`` capability)."""
+        _, rows = self._b.run(
+            "list",
+            ".",
+            "SELECT path FROM mnemon_files WHERE root = %s AND NOT is_dir",
+            [self._root],
+        )
+        return tuple(sorted(str(row[0]) for row in rows))
+
     def remove(self, path: str) -> None:
         path_parts(path)
         self._temps.discard(path)

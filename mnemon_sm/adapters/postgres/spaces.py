@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,6 +52,7 @@ from mnemon_sm.errors import InvalidInput, LockTimeout, StorageError, UnknownSpa
 from mnemon_sm.ports import Clock
 from mnemon_sm.ports.embedder import Embedder
 from mnemon_sm.ports.long_term import checks
+from mnemon_sm.ports.long_term.port import Rows
 
 __all__ = ["TOMBSTONES_KEPT", "TOMBSTONE_SWEEP", "PgSpaces", "PgUpstream", "default_cache"]
 
@@ -181,6 +182,52 @@ class PgUpstream:
     def _sync_setting(self, conn: Any) -> None:
         if self._durable:
             conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
+
+    # -- rows (a migration's copy) -------------------------------------------------------------
+
+    def export(self, space: str, batch: int) -> Iterator[tuple[str, Rows]]:
+        """The space's rows as the database holds them, in keyset pages."""
+        for table in TABLES:
+            columns = ", ".join(COLUMNS[table])
+            sql = (
+                f"SELECT rid, {columns} FROM mnemon_{table} WHERE root = %s AND space = %s"
+                " AND rid > %s ORDER BY rid LIMIT %s"
+            )
+            after = -(2**63)
+            while True:
+                with self._connection("exporting", space) as pg:
+                    if after == -(2**63):
+                        self._head(pg, space)  # UnknownSpace
+                    rows = [
+                        tuple(row) for row in pg.execute(sql, [self._root, space, after, batch])
+                    ]
+                if not rows:
+                    break
+                yield table, rows
+                after = int(rows[-1][0])
+
+    def import_rows(self, space: str, batches: Iterable[tuple[str, Rows]]) -> None:
+        """Create the space holding these rows (change 1), in one transaction, with COPY."""
+        self._writable()
+        with self._connection("importing", space) as pg, pg.transaction():
+            self._sync_setting(pg)
+            made = pg.execute(
+                "INSERT INTO mnemon_spaces (root, space, incarnation, seq, horizon)"
+                " VALUES (%s, %s, nextval('mnemon_space_incarnations'), 1, 0)"
+                " ON CONFLICT (root, space) DO NOTHING RETURNING 1",
+                [self._root, space],
+            ).fetchone()
+            if made is None:
+                raise InvalidInput(f"space {space!r} already exists")
+            for table, rows in batches:
+                if table not in TABLES:
+                    raise InvalidInput(f"no table {table!r} in a Mnemon store")
+                columns = ", ".join(COLUMNS[table])
+                with pg.cursor().copy(
+                    f"COPY mnemon_{table} (root, space, rid, seq, {columns}) FROM STDIN"
+                ) as copy:
+                    for row in rows:
+                        copy.write_row((self._root, space, row[0], 1, *row[1:]))
 
     # -- the replica's upstream --------------------------------------------------------------
 
@@ -392,6 +439,15 @@ class PgSpaces(EmbeddedStore):
         except UnknownSpace:
             self._drop_replica(space)  # deleted by another host: its replica goes too
             raise
+
+    def export_rows(self, space: str, batch: int = 2000) -> Iterator[tuple[str, Rows]]:
+        """The space's rows as the database holds them (the truth, not this host's replica)."""
+        return self._upstream_pg.export(checks.space_id(space), max(1, batch))
+
+    def import_rows(self, space: str, batches: Iterable[tuple[str, Rows]]) -> None:
+        """Create ``space`` in the database holding these rows, in one transaction; this
+        host's replica is loaded by the space's first use."""
+        self._upstream_pg.import_rows(checks.space_id(space), batches)
 
     def _write(self, space: str, what: str, body: Callable[[Tx], T], *, local: bool = False) -> T:
         try:

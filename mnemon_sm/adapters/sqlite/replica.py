@@ -38,6 +38,8 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from mnemon_sm.adapters.sqlite.tx import Tx
+from mnemon_sm.ports.long_term.digest import COLUMNS
+from mnemon_sm.ports.long_term.port import ROW_TABLES
 
 __all__ = [
     "COLUMNS",
@@ -55,28 +57,9 @@ __all__ = [
 
 T = TypeVar("T")
 
-# The replicated tables of mnemon.db and their columns (the rowid comes first in every row).
-TABLES = ("insights", "edges", "oplog")
-COLUMNS: dict[str, tuple[str, ...]] = {
-    "insights": (
-        "id",
-        "content",
-        "category",
-        "importance",
-        "tags",
-        "entities",
-        "source",
-        "access_count",
-        "created_at",
-        "updated_at",
-        "deleted_at",
-        "last_accessed_at",
-        "embedding",
-        "effective_importance",
-    ),
-    "edges": ("source_id", "target_id", "edge_type", "weight", "metadata", "created_at"),
-    "oplog": ("operation", "insight_id", "detail", "created_at"),
-}
+# The replicated tables of mnemon.db and their columns (the rowid comes first in every row):
+# the ones a migration copies.
+TABLES = ROW_TABLES
 _CODE = {name: i for i, name in enumerate(TABLES)}  # the table numbers of the capture table
 _CHUNK = 500
 

@@ -41,16 +41,16 @@ import shutil
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
 from mnemon_sm.adapters.path_locks import path_lock
-from mnemon_sm.adapters.sqlite import drafts, reads, schema, vectors, writes
+from mnemon_sm.adapters.sqlite import drafts, reads, replica, schema, vectors, writes
 from mnemon_sm.adapters.sqlite.handles import Handle, fsync_directory, mkdir_private, storage_error
 from mnemon_sm.adapters.sqlite.reads import in_order
 from mnemon_sm.adapters.sqlite.replica import Upstream
@@ -69,7 +69,9 @@ from mnemon_sm.ports.embedder import Embedder, Vectors
 from mnemon_sm.ports.embedder_checks import embed_checked
 from mnemon_sm.ports.long_term import checks, layout
 from mnemon_sm.ports.long_term.checks import Prepared
+from mnemon_sm.ports.long_term.digest import COLUMNS, RowsDigest
 from mnemon_sm.ports.long_term.layout import DB_FILE
+from mnemon_sm.ports.long_term.port import ROW_TABLES, Rows
 from mnemon_sm.ports.long_term.values import (
     Capabilities,
     ForgetReceipt,
@@ -81,6 +83,7 @@ from mnemon_sm.ports.long_term.values import (
     RecallResult,
     RelatedHit,
     RememberReceipt,
+    SpaceDigest,
     SpaceStatus,
 )
 
@@ -600,6 +603,60 @@ class EmbeddedStore:
             "import",
             lambda tx: writes.import_draft(tx, items, draft_edges, self._ceiling),
         )
+
+    # -- rows (the SpaceRows capability: a migration's copy) ----------------------------------
+
+    def export_rows(self, space: str, batch: int = 2000) -> Iterator[tuple[str, Rows]]:
+        """Every row of ``space`` as ``mnemon.db`` holds it, table by table, in rowid order,
+        ``batch`` rows per page (each page read on its own)."""
+        return _export(self, checks.space_id(space), batch)
+
+    def import_rows(self, space: str, batches: Iterable[tuple[str, Rows]]) -> None:
+        """Create ``space`` holding exactly these rows, in one transaction, and build its side
+        index; a failure removes the space again."""
+        space = checks.space_id(space)
+        self.create_space(space)
+
+        def load(tx: Tx) -> None:
+            for table, rows in batches:
+                if table not in ROW_TABLES:
+                    raise InvalidInput(f"no table {table!r} in a Mnemon store")
+                replica.insert_rows(tx, table, rows)
+            tx.index.sync(force=True)
+
+        try:
+            self._write(space, "import_rows", load, local=True)
+        except BaseException:
+            with suppress(MnemonError):
+                self.delete_space(space)
+            raise
+
+    def space_digest(self, space: str) -> SpaceDigest:
+        """Row counts and SHA-256 of ``space`` (:mod:`...ports.long_term.digest`)."""
+        return RowsDigest().feed(self.export_rows(space)).result()
+
+
+# -- rows (a migration's) -----------------------------------------------------------------------
+
+
+def _export(store: EmbeddedStore, space: str, batch: int) -> Iterator[tuple[str, Rows]]:
+    size = max(1, batch)
+    for table in ROW_TABLES:
+        sql = (
+            f"SELECT rowid, {', '.join(COLUMNS[table])} FROM main.{table}"
+            " WHERE rowid > ? ORDER BY rowid LIMIT ?"
+        )
+        after = -(2**63)
+        while True:  # keyset pages, each read on its own (the handle is not held between)
+            rows = store._read(space, "export", _page(sql, after, size), index=False)
+            if not rows:
+                break
+            yield table, rows
+            after = int(rows[-1][0])
+
+
+def _page(sql: str, after: int, size: int) -> Callable[[Handle], list[tuple[Any, ...]]]:
+    return lambda h: h.conn.execute(sql, (after, size)).fetchall()
 
 
 class _DenseRecall:

@@ -13,8 +13,8 @@ oplog. Bad arguments raise ``InvalidInput``; a missing or deleted insight raises
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mnemon_sm.ports.long_term.checks import Prepared
 from mnemon_sm.ports.long_term.values import (
@@ -28,13 +28,19 @@ from mnemon_sm.ports.long_term.values import (
     RecallResult,
     RelatedHit,
     RememberReceipt,
+    SpaceDigest,
     SpaceStatus,
 )
 
 if TYPE_CHECKING:
     from mnemon_sm.ports.embedder import Embedder
 
-__all__ = ["DenseBackfill", "LongTermStore", "SideIndex"]
+__all__ = ["ROW_TABLES", "DenseBackfill", "LongTermStore", "Rows", "SideIndex", "SpaceRows"]
+
+#: The tables of a Mnemon store a migration copies, in this order (edges reference insights).
+ROW_TABLES = ("insights", "edges", "oplog")
+
+Rows = Sequence[tuple[Any, ...]]  # rows of one table: the rowid, then the table's columns
 
 
 @runtime_checkable
@@ -175,4 +181,27 @@ class SideIndex(Protocol):
 
     def rebuild_index(self, space: str) -> None:
         """Rebuild the side index of ``space`` from its database."""
+        ...
+
+
+@runtime_checkable
+class SpaceRows(Protocol):
+    """An optional capability of a store: a space's rows as they are, out and in, and their
+    digest (what a migration between backends copies and checks; the embedded store and
+    Memory Spaces on PostgreSQL have it, the Mnemon CLI does not).
+
+    Rows are Mnemon's: per table of :data:`ROW_TABLES`, the rowid and then the columns of
+    :data:`mnemon_sm.ports.long_term.digest.COLUMNS`, in rowid order."""
+
+    def export_rows(self, space: str, batch: int = 2000) -> Iterator[tuple[str, Rows]]:
+        """Every row of ``space``, table by table, ``batch`` rows at a time (read-only)."""
+        ...
+
+    def import_rows(self, space: str, batches: Iterable[tuple[str, Rows]]) -> None:
+        """Create ``space`` holding exactly these rows, in one transaction (``InvalidInput``
+        when it exists already)."""
+        ...
+
+    def space_digest(self, space: str) -> SpaceDigest:
+        """Row counts and the SHA-256 of every row of ``space`` (read-only)."""
         ...

@@ -34,6 +34,7 @@ __all__ = [
     "RecallResult",
     "RelatedHit",
     "RememberReceipt",
+    "SpaceDigest",
     "SpaceStatus",
 ]
 
@@ -176,6 +177,15 @@ class RelatedHit:
 
     def to_json(self) -> dict[str, Any]:
         return {**self.insight.to_json(), "depth": self.depth, "via_edge_type": self.via_edge_type}
+
+
+@attrs.frozen
+class SpaceDigest:
+    """What a space holds, to compare two copies: rows per table and the SHA-256 of them all
+    (:mod:`mnemon_sm.ports.long_term.digest`)."""
+
+    counts: dict[str, int]
+    sha256: str
 
 
 @attrs.frozen
