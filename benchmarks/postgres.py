@@ -13,12 +13,19 @@ machine) and measures:
 - ``documents``: search latency (p50 over interleaved blocks) with 100 and 10,000 active
   documents of ~2 KB (``--doc-sizes``), on a directory root and on a PostgreSQL root holding
   the same files (filled as ``benchmarks/documents.py`` fills a directory, then copied).
+- ``recall``: one Memory Space of ``--recall-size`` insights (100,000 by default; the synthetic
+  corpus of ``benchmarks/long_term.py``, imported in a directory), copied to PostgreSQL with
+  the migration's row capability (timed: rows/s through COPY), loaded into a new host's
+  replica (timed: a new host's first call), then relevance recall p50 and p95 on both, the
+  same queries alternating between the two: ``readonly`` (the host reads its replica after
+  one statement asking the space's change number) and counting access (a write: the space's
+  row locked, the access rows sent, the commit waiting for the WAL flush).
 
 Targets (issue "Scale past one machine"): PostgreSQL mixed >= 0.5x the file backend at
 ``full`` with one writer; 16 writers >= 4x one writer in aggregate.
 
 Usage: python benchmarks/postgres.py [--blocks N] [--ops-per-block N] [--writer-rounds N]
-       [--doc-sizes 100,10000] [--searches N]
+       [--doc-sizes 100,10000] [--searches N] [--recall-size N] [--recall-queries N]
 """
 
 from __future__ import annotations
@@ -41,8 +48,10 @@ from mnemon_sm.testing.pg_cluster import Cluster
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from documents import BIG_LIMIT, QUERIES, fill_direct
 from hot_memory import mixed_round, prefill, rate
+from long_term import DAY_MS, SPACE, SPAN_DAYS, START_MS, Corpus, FakeClock, grow, percentile
 
-from mnemon_sm.adapters.postgres import PgBackend
+from mnemon_sm.adapters.postgres import PgBackend, PgSpaces
+from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.ports import Files
 
 _WRITER = r"""
@@ -141,6 +150,55 @@ def document_search(
     }
 
 
+def recall_series(cluster: Cluster, base: Path, size: int, queries: int) -> dict[str, Any]:
+    """Relevance recall at ``size`` insights in a directory and on PostgreSQL (see above)."""
+    clock = FakeClock(START_MS, SPAN_DAYS * DAY_MS // size)
+    local = EmbeddedStore(base / "dir", clock)
+    local.create_space(SPACE)
+    corpus = Corpus()
+    grow([local], corpus, 0, size, clock)
+    backend = PgBackend(cluster.url("recall"))
+    host = PgSpaces(backend, clock, cache=base / "cache-a")
+    began = time.perf_counter()
+    host.import_rows(SPACE, local.export_rows(SPACE))
+    copy_s = time.perf_counter() - began
+    rows = sum(local.space_digest(SPACE).counts.values())
+    began = time.perf_counter()
+    host.status(SPACE)  # a new host's first call: the replica loaded in full
+    load_s = time.perf_counter() - began
+    asked = [corpus.query() for _ in range(queries)]
+    for query in asked[:10]:  # warm both
+        local.recall(SPACE, query, readonly=True)
+        host.recall(SPACE, query, readonly=True)
+    times: dict[str, list[float]] = {
+        f"{where}_{kind}": [] for where in ("file", "postgres") for kind in ("readonly", "counted")
+    }
+    for n, query in enumerate(asked):
+        order = [("file", local), ("postgres", host)]
+        for where, store in order if n % 2 == 0 else order[::-1]:
+            for kind in ("readonly", "counted"):
+                clock.tick()
+                began = time.perf_counter()
+                store.recall(SPACE, query, limit=10, readonly=kind == "readonly")
+                times[f"{where}_{kind}"].append((time.perf_counter() - began) * 1000)
+    host.close()
+    backend.close()
+    local.close()
+    p50 = {key: round(percentile(values, 0.5), 2) for key, values in times.items()}
+    return {
+        "insights": size,
+        "rows_copied": rows,
+        "copy_rows_per_s": round(rows / copy_s),
+        "new_host_first_call_s": round(load_s, 1),
+        "p50_ms": p50,
+        "p95_ms": {key: round(percentile(values, 0.95), 2) for key, values in times.items()},
+        "postgres_vs_file_p50": {
+            kind: round(p50[f"postgres_{kind}"] / p50[f"file_{kind}"], 2)
+            for kind in ("readonly", "counted")
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=9)
@@ -148,6 +206,8 @@ def main() -> None:
     parser.add_argument("--writer-rounds", type=int, default=60)
     parser.add_argument("--doc-sizes", default="100,10000")
     parser.add_argument("--searches", type=int, default=20)
+    parser.add_argument("--recall-size", type=int, default=100_000)
+    parser.add_argument("--recall-queries", type=int, default=200)
     args = parser.parse_args()
     cluster = Cluster.start(fsync=True)
     try:
@@ -180,6 +240,8 @@ def main() -> None:
                 )
                 for index in ("file", "journal")
             }
+        with tempfile.TemporaryDirectory() as tmp:
+            recall = recall_series(cluster, Path(tmp), args.recall_size, args.recall_queries)
         separate = {n: writers(cluster, n, args.writer_rounds, False, "own") for n in (1, 4, 16)}
         shared = {n: writers(cluster, n, args.writer_rounds, True, f"one{n}") for n in (1, 4, 16)}
         result = {
@@ -195,6 +257,7 @@ def main() -> None:
             "writers_one_root_ops_per_s": {str(n): round(v) for n, v in shared.items()},
             "writers_one_root_16_vs_1": round(shared[16] / shared[1], 2),
             "documents": documents,
+            "recall": recall,
         }
     finally:
         cluster.destroy()

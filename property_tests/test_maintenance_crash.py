@@ -34,7 +34,8 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from mnemon_sm import Config, MemoryRoot
-from mnemon_sm.adapters.real import RealLocks, real_ports
+from mnemon_sm.adapters.postgres import PgBackend, PgLocks, PgSpaces
+from mnemon_sm.adapters.real import RealLocks, SystemClock, real_ports
 from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.flows.hot.model import SOURCE_PATH, HotEntry, HotStore
 from mnemon_sm.ports import Ports
@@ -42,6 +43,7 @@ from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, fault
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 from mnemon_sm.testing.maintenance import held_run_data, seed
 from mnemon_sm.testing.memory import MemoryLocks, memory_ports
+from mnemon_sm.testing.pg_cluster import Cluster
 
 AT_MOST_ONCE = "INV-MNT-4"
 NOTHING_LOST = "INV-MNT-2"
@@ -106,13 +108,34 @@ def real_world(base: Path) -> World:
     return make
 
 
+def postgres_world(cluster: Cluster, base: Path, opened: list[PgBackend]) -> World:
+    """Fresh roots on a PostgreSQL server: its files, locks and Memory Spaces (replicas under
+    ``base``); every backend opened is appended to ``opened``, for the caller to close."""
+    made = iter(range(10**6))
+
+    def make(r: Round) -> Ports:
+        n = next(made)
+        backend = PgBackend(cluster.url(f"maintenance-crash-{base.name}-{n}"))
+        opened.append(backend)
+        stamp = "2026-01-01T00:00:00.000Z"
+        store = HotStore(tuple(HotEntry(c, stamp, stamp, t, i) for t, c, i in r.entries))  # type: ignore[arg-type]
+        backend.files.ensure_dir("runtime")
+        backend.files.rename(backend.files.write_temp(SOURCE_PATH, store.encode()), SOURCE_PATH)
+        clock = SystemClock()
+        spaces = PgSpaces(backend, clock, cache=base / f"cache-{n}")
+        return Ports(files=backend.files, locks=backend.locks, clock=clock, long_term=spaces)
+
+    return make
+
+
 def _release_dead_locks(ports: Ports) -> None:
-    """What the kernel does when the crashed process dies."""
+    """What the kernel (or the server, for a dead session) does when the crashed process
+    dies."""
     locks = ports.locks
     if isinstance(locks, MemoryLocks):
         locks.registry.clear()
     else:
-        assert isinstance(locks, RealLocks)
+        assert isinstance(locks, RealLocks | PgLocks)
         locks.release_all()
 
 
@@ -151,6 +174,26 @@ def test_a_crash_anywhere_in_an_archive_on_the_real_file_system() -> None:
             Round("memory", entries, "New durable fact: " + "n" * 182), real_world(base)
         )
     finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_crash_anywhere_in_an_archive_on_postgres(postgres_cluster: Cluster) -> None:
+    """The same round on a root on PostgreSQL: its Memory Spaces are there too, so every
+    statement of the archive's long-term writes is among the calls crashed."""
+    entries = tuple(
+        ("memory", f"Fact {i} about the build: " + "m" * 200, ("critical", "normal", "low")[i % 3])
+        for i in range(4)
+    )
+    base = Path(tempfile.mkdtemp(prefix="mnemon-maintenance-crash-pg-"))
+    opened: list[PgBackend] = []
+    try:
+        enumerate_crashes(
+            Round("memory", entries, "New durable fact: " + "n" * 182),
+            postgres_world(postgres_cluster, base, opened),
+        )
+    finally:
+        for backend in opened:
+            backend.close()
         shutil.rmtree(base, ignore_errors=True)
 
 
