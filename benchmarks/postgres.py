@@ -72,8 +72,20 @@ root.close()
 """
 
 
+def _cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick
+
+
+BUSY: dict[str, float] = {}  # share of the machine's CPU each writers() run kept busy
+
+
 def writers(cluster: Cluster, count: int, rounds: int, shared: bool, tag: str) -> float:
-    """Aggregate ops/s of ``count`` writer processes started together."""
+    """Aggregate ops/s of ``count`` writer processes started together; the share of the
+    machine's CPU the run kept busy (writers and server together) goes to :data:`BUSY`."""
     urls = [cluster.url(f"{tag}-shared" if shared else f"{tag}-{count}-{k}") for k in range(count)]
     procs = [
         subprocess.Popen(
@@ -87,6 +99,7 @@ def writers(cluster: Cluster, count: int, rounds: int, shared: bool, tag: str) -
     for p in procs:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     start = time.perf_counter()
+    busy_before, total_before = _cpu()
     for p in procs:
         assert p.stdin is not None
         p.stdin.write("go\n")
@@ -94,6 +107,8 @@ def writers(cluster: Cluster, count: int, rounds: int, shared: bool, tag: str) -
     for p in procs:
         assert p.wait(timeout=600) == 0
     elapsed = time.perf_counter() - start
+    busy_after, total_after = _cpu()
+    BUSY[f"{tag}-{count}"] = (busy_after - busy_before) / max(1e-9, total_after - total_before)
     return count * rounds * 3 / elapsed
 
 
@@ -254,6 +269,12 @@ def main() -> None:
             },
             "writers_own_roots_ops_per_s": {str(n): round(v) for n, v in separate.items()},
             "writers_own_roots_16_vs_1": round(separate[16] / separate[1], 2),
+            # One writer's share of the machine's CPU (its process and the server's) bounds
+            # what more writers can add: 16 / 1 can reach 1 / share at most.
+            "cpu_cores": os.cpu_count(),
+            "one_writer_cpu_share": round(BUSY["own-1"], 2),
+            "writers_cpu_bound_16_vs_1": round(1 / max(1e-9, BUSY["own-1"]), 2),
+            "writers_16_cpu_share": round(BUSY["own-16"], 2),
             "writers_one_root_ops_per_s": {str(n): round(v) for n, v in shared.items()},
             "writers_one_root_16_vs_1": round(shared[16] / shared[1], 2),
             "documents": documents,

@@ -41,11 +41,12 @@ from test_document_properties import (
 from test_multiprocess import send, stop_all, wait_ready
 
 from mnemon_sm import Config, MemoryRoot
+from mnemon_sm.adapters.postgres import PgBackend
 from mnemon_sm.adapters.real import RealFiles
 from mnemon_sm.errors import MnemonError, StorageError
 from mnemon_sm.flows.documents.journal import JOURNAL_PATH
 from mnemon_sm.flows.documents.model import INDEX_PATH, body_of, content_hash, parse_index
-from mnemon_sm.ports import Ports
+from mnemon_sm.ports import Files, Ports
 from mnemon_sm.testing.faults import Fault, FaultInjector, faulty_ports
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 from mnemon_sm.testing.maintenance import world
@@ -210,11 +211,27 @@ def _index_mode(mode: str, name: str) -> str:
     return mode
 
 
-@pytest.mark.parametrize("mode", ["file", "journal", "mixed"])
-def test_concurrent_creates_from_processes_all_succeed(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "backend"),
+    [
+        ("file", "directory"),
+        ("journal", "directory"),
+        ("mixed", "directory"),
+        ("mixed", "postgres"),
+    ],
+)
+def test_concurrent_creates_from_processes_all_succeed(
+    tmp_path: Path, mode: str, backend: str, request: pytest.FixtureRequest
+) -> None:
     """``mixed``: every other writer commits by journal, the others rewrite the index (each
-    folding the journal its commit finds)."""
-    root = tmp_path / "root"
+    folding the journal its commit finds). ``postgres``: the six writers are hosts of one root
+    on a PostgreSQL server, sharing one replica directory for its Memory Spaces."""
+    root: Path | str = tmp_path / "root"
+    pg: PgBackend | None = None
+    if backend == "postgres":
+        cluster = request.getfixturevalue("postgres_cluster")
+        root = cluster.url(f"doc-writers-{tmp_path.name}")
+        pg = PgBackend(str(root))
     MemoryRoot.open(root, Config(documents_active_limit=PROC_LIMIT)).close()
     names = [f"p{i}" for i in range(PROCS)]
     outs = {name: tmp_path / f"{name}.jsonl" for name in names}
@@ -242,7 +259,7 @@ def test_concurrent_creates_from_processes_all_succeed(tmp_path: Path, mode: str
     outcomes = Counter("ok" if r["ok"] else f"{r['error']}: {r['message']}" for r in results)
     assert outcomes == {"ok": PROCS * COUNT}, (CONCURRENT_CREATES, outcomes)
 
-    files = RealFiles(root)
+    files: Files = RealFiles(root) if pg is None else pg.files
     records = committed_records(files.read(INDEX_PATH), files.read(JOURNAL_PATH))
     if mode != "file":  # the last journal writer to close folded the journal
         assert files.read(JOURNAL_PATH) is None, CONCURRENT_CREATES
@@ -257,11 +274,15 @@ def test_concurrent_creates_from_processes_all_succeed(tmp_path: Path, mode: str
         assert files.read(r.path(other)) is None, (CONCURRENT_CREATES, r.id)  # exactly once
     archived = [r for r in records if r.status == "archived"]
     assert len(archived) >= PROCS * COUNT - 6, "the limit did not make creates archive"
-    store = MemoryRoot.open(root).long_term.service.store
+    reader = MemoryRoot.open(root)
+    store = reader.long_term.service.store
     texts = [i.content for space in store.spaces() for i in store.list(space)]
     for r in archived:
-        path = f"{root}/documents/archived/{r.filename}"
+        path = f"{reader.location}/documents/archived/{r.filename}"
         assert any(path in t and r.content_hash in t for t in texts), (CONCURRENT_CREATES, r.id)
+    reader.close()
+    if pg is not None:
+        pg.close()
     # Each archived document was archived by exactly one acknowledged create.
     receipts = [doc_id for r in results for doc_id in r["archived"]]
     assert sorted(receipts) == sorted(r.id for r in archived), CONCURRENT_CREATES

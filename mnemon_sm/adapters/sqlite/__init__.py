@@ -8,7 +8,9 @@ store: connection, lock, transactions), ``pin`` (opening it without following a 
 expansion and normalised BM25 of relevance recall), ``vectors`` (dense retrieval's stored and
 in-memory vectors), ``tokens``, ``recall`` and ``scan`` (Mnemon's text analysis and smart
 scoring, pure, and the full-scan reference), ``writes``, ``edges``, ``decay`` and ``tx`` (the
-write path), ``reads`` and ``rows`` (the read path). The ranking rule itself is :mod:`..ranking`.
+write path), ``reads`` and ``rows`` (the read path), ``replica`` (a store kept as the replica
+of an upstream that holds the truth: change capture and apply). The ranking rule itself is
+:mod:`..ranking`.
 """
 
 from mnemon_sm.adapters.sqlite.store import EmbeddedStore

@@ -28,6 +28,12 @@ dense similarity from :mod:`.vectors` (query and missing vectors embedded before
 taken), under the rule of :mod:`..ranking`; ``smart``, ``keyword`` and ``basic`` are
 Mnemon's own (:mod:`.recall`). The connection syncs as the root's durability asks.
 
+Replica: with an ``upstream`` (Memory Spaces on PostgreSQL), every space here is a replica of
+the upstream's (:mod:`.replica`): a read first catches up with it, a write runs inside the
+upstream's lock and commits there before it commits here; what only this host computes (the
+side index, vectors) is written locally alone. ``export_rows``, ``import_rows`` and
+``space_digest`` copy a space's rows as they are (a migration's ``SpaceRows`` capability).
+
 Errors: arguments are validated (:mod:`.checks`) before any lock or transaction, so
 ``InvalidInput`` means nothing changed; an unknown space is ``UnknownSpace``; a missing or
 deleted insight ``UnknownInsight``; every ``sqlite3`` or operating-system failure becomes
