@@ -37,7 +37,7 @@ from mnemon_sm.ports import Ports
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.embed import FakeEmbedder
 from mnemon_sm.testing.faults import RaisingPort
-from mnemon_sm.testing.flows import flow_contexts
+from mnemon_sm.testing.flows import flow_contexts, migration_flow, retarget
 from mnemon_sm.testing.maintenance import seed, world
 from mnemon_sm.testing.memory import memory_ports
 
@@ -54,6 +54,7 @@ AT_REST = {
     "agent_lifecycle": "INV-LIF-8",
     "hot_memory_mutation": "INV-HOT-9",
     "store_upkeep": "INV-UPK-3",
+    "root_migration": "INV-MIG-3",
 }
 CONFIG = Config(durability="off", user_limit=512, memory_limit=1024, documents_active_limit=2048)
 ERRORS: list[Callable[[], BaseException]] = [
@@ -298,6 +299,10 @@ DRIVERS: dict[
     "document_mutation": (
         lambda root, ports: (_with_space(root), root.documents.create("First", "a" * 1200)),
         lambda root: root.documents.create("Second", "b" * 1200),
+    ),
+    "root_migration": (  # the root's files and a space, into a new empty target each time
+        lambda root, ports: None,
+        lambda root: retarget(migration_flow(root)).perform("migrate", batch=2),
     ),
     "hot_memory_maintenance": (
         lambda root, ports: (_with_space(root), _memory_facts(ports)),
