@@ -21,7 +21,6 @@ the same (only a power loss distinguishes them).
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_multiprocess import (
     MEMORY_LIMIT,
     USER_LIMIT,
@@ -42,10 +42,11 @@ from test_multiprocess import (
     wait_ready,
 )
 
+from mnemon_sm.adapters.postgres import PgBackend
 from mnemon_sm.adapters.real import RealFiles
 from mnemon_sm.config import Config
 from mnemon_sm.flows.hot.invariants import check
-from mnemon_sm.ports import TEMP_NAME
+from mnemon_sm.ports import TEMP_NAME, Files
 from mnemon_sm.root import MemoryRoot
 
 INVARIANT = "INV-HOT-2"  # the spec's ID, as a literal (the spec lint looks for it)
@@ -55,7 +56,7 @@ DURABILITIES = ("full", "full", "normal", "off")  # by iteration; "full" is the 
 WRITER_OPS = 100_000  # never reached: every writer is killed mid-run
 
 
-def _spawn(root: Path, tmp: Path, iteration: int) -> tuple[subprocess.Popen[bytes], Path]:
+def _spawn(root: Path | str, tmp: Path, iteration: int) -> tuple[subprocess.Popen[bytes], Path]:
     """A writer that starts Python now but opens the root only when told ``open``."""
     out = tmp / f"k{iteration}.jsonl"
     durability = DURABILITIES[iteration % len(DURABILITIES)]
@@ -66,13 +67,17 @@ def _spawn(root: Path, tmp: Path, iteration: int) -> tuple[subprocess.Popen[byte
     return proc, out
 
 
-def _temps(root: Path) -> list[str]:
-    runtime = root / "runtime"
-    return [n for n in os.listdir(runtime) if TEMP_NAME.match(n)] if runtime.exists() else []
+def _temps(files: Files) -> list[str]:
+    return [n for n in files.list("runtime") if TEMP_NAME.match(n)]
 
 
 def _check_after_kill(
-    root: Path, config: Config, out: Path, committed: list[Entry], stats: Counter[str]
+    root: Path | str,
+    files: Files,
+    config: Config,
+    out: Path,
+    committed: list[Entry],
+    stats: Counter[str],
 ) -> list[Entry]:
     """Reopen after a kill, check everything, and return the state now committed."""
     lines = read_lines(out)
@@ -82,20 +87,19 @@ def _check_after_kill(
     assert len(begun) - len(acks) in (0, 1), "the writer ran two operations at once"
     in_flight: dict[str, Any] | None = begun[-1] if len(begun) > len(acks) else None
 
-    files = RealFiles(root)
     assert check(files, config, "INV-HOT-1") == [], "memories.json does not parse after a kill"
-    stats["temps left by a kill"] += bool(_temps(root))
+    stats["temps left by a kill"] += bool(_temps(files))
 
     reopened = MemoryRoot.open(root, config)  # LockTimeout here: the dead writer's lock is held
     try:
         problems = check(files, config, "INV-HOT-1", "INV-HOT-3", "INV-HOT-5", "INV-HOT-6")
         assert problems == [], problems
-        assert _temps(root) == [], "opening left temporary files of the dead writer"
+        assert _temps(files) == [], "opening left temporary files of the dead writer"
         snapshot = reopened.hot.snapshot()
         observed: list[Entry] = [(e.target, e.content, e.importance) for e in snapshot.entries]
     finally:
         reopened.close()
-    assert observed == disk_entries(root)
+    assert observed == disk_entries(files)
 
     model = RefModel(USER_LIMIT, MEMORY_LIMIT, committed)
     for ack in acks:
@@ -119,16 +123,28 @@ def _check_after_kill(
     return observed
 
 
-def test_sigkill_loses_nothing_acknowledged(tmp_path: Path) -> None:
-    """INV-HOT-2 (with INV-HOT-1 and INV-HOT-3) across SIGKILLs at random times."""
+@pytest.mark.parametrize("backend", ["directory", "postgres"])
+def test_sigkill_loses_nothing_acknowledged(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """INV-HOT-2 (with INV-HOT-1 and INV-HOT-3) across SIGKILLs at random times.
+    ``postgres``: the writer is a host of a root on a PostgreSQL server; the kill ends its
+    sessions, so the server rolls back what it had not committed and frees its locks."""
     rng = random.Random(SEED)
-    root = tmp_path / "root"
+    root: Path | str = tmp_path / "root"
+    iterations = ITERATIONS
+    pg: PgBackend | None = None
+    if backend == "postgres":
+        root = request.getfixturevalue("postgres_cluster").url(f"sigkill-{tmp_path.name}")
+        pg = PgBackend(root)
+        iterations = ITERATIONS // 2
+    files: Files = RealFiles(root) if pg is None else pg.files
     config = Config(user_limit=USER_LIMIT, memory_limit=MEMORY_LIMIT, lock_timeout_ms=2000)
     committed: list[Entry] = []
     stats: Counter[str] = Counter()
     pending = _spawn(root, tmp_path, 0)
     try:
-        for iteration in range(ITERATIONS):
+        for iteration in range(iterations):
             proc, out = pending
             send(proc, "open")
             wait_ready(proc, out)
@@ -139,9 +155,9 @@ def test_sigkill_loses_nothing_acknowledged(tmp_path: Path) -> None:
             proc.stdin.close()
             err = out.with_suffix(".err").read_text()
             assert proc.returncode == -signal.SIGKILL, f"writer ended by itself: {err}"
-            if iteration + 1 < ITERATIONS:  # its interpreter starts while this one is checked
+            if iteration + 1 < iterations:  # its interpreter starts while this one is checked
                 pending = _spawn(root, tmp_path, iteration + 1)
-            committed = _check_after_kill(root, config, out, committed, stats)
+            committed = _check_after_kill(root, files, config, out, committed, stats)
     finally:
         proc = pending[0]
         if proc.poll() is None:
@@ -149,7 +165,9 @@ def test_sigkill_loses_nothing_acknowledged(tmp_path: Path) -> None:
             proc.wait()
         if proc.stdin is not None:
             proc.stdin.close()
+        if pg is not None:
+            pg.close()
 
     # Not vacuous: writers got work done, and most kills hit an operation in flight.
-    assert stats["acknowledged"] >= ITERATIONS, stats
-    assert stats["in flight"] >= ITERATIONS // 2, stats
+    assert stats["acknowledged"] >= iterations, stats
+    assert stats["in flight"] >= iterations // 2, stats
