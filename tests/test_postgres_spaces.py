@@ -23,6 +23,7 @@ from mnemon_sm.adapters.postgres import spaces as pg_spaces
 from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.errors import LockTimeout, MnemonError, StorageError, UnknownSpace
 from mnemon_sm.ports.long_term.values import DraftEdge, DraftInsight, ImportDraft
+from mnemon_sm.testing.embed import FakeEmbedder
 from mnemon_sm.testing.memory import FakeClock
 from mnemon_sm.testing.pg_cluster import Cluster
 
@@ -427,3 +428,42 @@ def test_threads_first_using_a_space_on_a_new_host_share_one_replica(
             thread.join()
         assert errors == []
         host.close()
+
+
+def test_vectors_one_host_computed_are_fetched_by_the_others(
+    postgres_cluster: Cluster, backend: PgBackend, tmp_path: Path
+) -> None:
+    """The embedder's vectors are shared through the database: a host embeds a text once,
+    the others fetch its vector instead of running their model on it."""
+    ours, theirs = FakeEmbedder(), FakeEmbedder()
+    a = _host(backend, tmp_path / "a", embedder=ours)
+    b = _host(backend, tmp_path / "b", embedder=theirs)
+    a.create_space("s")
+    for i in range(5):
+        a.remember("s", f"deploy note {i}: the canary goes first")
+    assert a.embed_missing("s") == 5
+    assert b.embed_missing("s") == 0 and theirs.calls == []  # fetched, not computed
+    shared = int(
+        postgres_cluster.psql(f"SELECT count(*) FROM mnemon_vectors WHERE root = '{backend.root}'")
+    )
+    assert shared == 5
+    asked = b.recall("s", "canary deploy", readonly=True)
+    assert theirs.calls == [("canary deploy",)]  # only the query: the insights' vectors came
+    assert asked == a.recall("s", "canary deploy", readonly=True)  # the same vectors, ranks
+    b.remember("s", "rollbacks need a second reviewer")
+    b.recall("s", "second reviewer", readonly=True)  # b embeds its new insight, and shares it
+    before = list(ours.calls)
+    a.recall("s", "second reviewer", readonly=True)
+    assert ours.calls == [*before, ("second reviewer",)]  # a fetched it: only the query
+    reader = _host(backend, tmp_path / "r", embedder=FakeEmbedder(), readonly=True)
+    reader.recall("s", "canary", readonly=True)
+    assert (
+        int(
+            postgres_cluster.psql(
+                f"SELECT count(*) FROM mnemon_vectors WHERE root = '{backend.root}'"
+            )
+        )
+        == 6
+    )  # a read-only host shares nothing (and needed nothing: all were there)
+    for store in (a, b, reader):
+        store.close()

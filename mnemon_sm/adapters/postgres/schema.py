@@ -112,6 +112,22 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         )""",
         "CREATE INDEX mnemon_space_deletions_by_seq ON mnemon_space_deletions (root, space, seq)",
     ),
+    # The embedder's vectors of a space, by model and content hash, shared by its hosts: one
+    # host embeds a text, every other host fetches the vector instead of computing it again.
+    4: (
+        "CREATE SEQUENCE mnemon_vector_versions",
+        """CREATE TABLE mnemon_vectors (
+            root text NOT NULL,
+            space text NOT NULL,
+            model text NOT NULL,
+            hash bigint NOT NULL,
+            vec bytea NOT NULL,
+            version bigint NOT NULL,
+            PRIMARY KEY (root, space, model, hash),
+            FOREIGN KEY (root, space) REFERENCES mnemon_spaces ON DELETE CASCADE
+        )""",
+        "CREATE INDEX mnemon_vectors_by_version ON mnemon_vectors (root, space, model, version)",
+    ),
 }
 
 SCHEMA_VERSION = max(_MIGRATIONS)

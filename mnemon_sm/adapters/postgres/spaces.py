@@ -24,9 +24,14 @@ kept by :class:`PgUpstream` (the local half is :mod:`mnemon_sm.adapters.sqlite.r
   of another incarnation (the space was deleted and created again) or ahead of the database
   (restored from a backup) is emptied and loaded again in full, rows streamed in batches.
 
+**Vectors** of the embedder are shared: a host that embeds insights stores the vectors in
+``mnemon_vectors`` (by model and content hash, numbered from a sequence), and a host about to
+embed first fetches those numbered past what it fetched before, so a text is embedded once per
+model, not once per host. Ranking with them stays on the host (in memory, as in a directory).
+
 The replica is a cache: it is written with ``synchronous = NORMAL`` (a crash may lose its last
-commits, which it pulls again), holds what this host computed itself (the side index and the
-embedder's vectors, by content hash), and can be deleted at any time. A root whose writes are
+commits, which it pulls again), holds what this host computed itself (the side index), and can
+be deleted at any time. A root whose writes are
 disabled, or a database user that may only read, still reads: only the cache is written.
 Driver errors become ``StorageError`` (``LockTimeout`` for a space locked past the timeout).
 """
@@ -36,7 +41,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,7 +50,7 @@ import attrs
 
 from mnemon_sm.adapters.postgres import backend as driver
 from mnemon_sm.adapters.postgres.backend import PgBackend
-from mnemon_sm.adapters.sqlite import EmbeddedStore, replica
+from mnemon_sm.adapters.sqlite import EmbeddedStore, replica, vectors
 from mnemon_sm.adapters.sqlite.replica import COLUMNS, TABLES, Changes
 from mnemon_sm.adapters.sqlite.tx import Tx
 from mnemon_sm.errors import InvalidInput, LockTimeout, StorageError, UnknownSpace
@@ -228,6 +233,45 @@ class PgUpstream:
                 ) as copy:
                     for row in rows:
                         copy.write_row((self._root, space, row[0], 1, *row[1:]))
+
+    # -- shared vectors ----------------------------------------------------------------------
+
+    def fetch_vectors(
+        self,
+        space: str,
+        model: str,
+        conn: sqlite3.Connection,
+        run: Callable[[Callable[[Tx], None]], None],
+    ) -> None:
+        key = f"vectors:{model}"
+        seen = replica.mark(conn, key)
+        with self._connection("reading vectors", space) as pg:
+            rows = pg.execute(
+                "SELECT hash, vec, version FROM mnemon_vectors WHERE root = %s AND space = %s"
+                " AND model = %s AND version > %s ORDER BY version",
+                [self._root, space, model, seen],
+            ).fetchall()
+        if not rows:
+            return
+        items = [(int(digest), bytes(data)) for digest, data, _ in rows]
+        top = int(rows[-1][2])
+
+        def store(tx: Tx) -> None:
+            vectors.store_vectors(tx.conn, model, items)
+            replica.set_mark(tx.conn, key, top)
+
+        run(store)
+
+    def share_vectors(self, space: str, model: str, items: Sequence[tuple[int, bytes]]) -> None:
+        if self._readonly or not items:
+            return  # a read-only host keeps what it computed to itself
+        with self._connection("sharing vectors", space) as pg, pg.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO mnemon_vectors (root, space, model, hash, vec, version)"
+                " VALUES (%s, %s, %s, %s, %s, nextval('mnemon_vector_versions'))"
+                " ON CONFLICT (root, space, model, hash) DO NOTHING",
+                [(self._root, space, model, digest, data) for digest, data in items],
+            )
 
     # -- the replica's upstream --------------------------------------------------------------
 

@@ -50,7 +50,9 @@ __all__ = [
     "captured",
     "insert_rows",
     "local_state",
+    "mark",
     "reset_capture",
+    "set_mark",
     "set_state",
     "wipe",
 ]
@@ -112,6 +114,21 @@ class Upstream(Protocol):
         ``body``, and commit what it changed upstream before the replica commits."""
         ...
 
+    def fetch_vectors(
+        self,
+        space: str,
+        model: str,
+        conn: sqlite3.Connection,
+        run: Callable[[Callable[[Tx], None]], None],
+    ) -> None:
+        """Store in the replica the vectors of ``model`` other hosts shared since the last
+        fetch (``conn`` and ``run`` as for :meth:`catch_up`)."""
+        ...
+
+    def share_vectors(self, space: str, model: str, items: Sequence[tuple[int, bytes]]) -> None:
+        """Offer vectors this host computed (content hash, float32 bytes) to the others."""
+        ...
+
 
 def local_state(conn: sqlite3.Connection) -> tuple[int, int] | None:
     """``(incarnation, seq)`` the replica reflects, None for a replica never loaded."""
@@ -122,6 +139,22 @@ def local_state(conn: sqlite3.Connection) -> tuple[int, int] | None:
     if "incarnation" not in rows or "seq" not in rows:
         return None
     return int(rows["incarnation"]), int(rows["seq"])
+
+
+def mark(conn: sqlite3.Connection, key: str) -> int:
+    """A number the upstream keeps in the replica's state table (0 when unset)."""
+    try:
+        row = conn.execute(
+            "SELECT value FROM main.mnemon_sm_replica WHERE key = ?", (key,)
+        ).fetchone()
+    except sqlite3.OperationalError:  # no such table yet
+        return 0
+    return 0 if row is None else int(row[0])
+
+
+def set_mark(conn: sqlite3.Connection, key: str, value: int) -> None:
+    conn.execute(_STATE_DDL)
+    conn.execute("INSERT OR REPLACE INTO main.mnemon_sm_replica VALUES (?, ?)", (key, value))
 
 
 def set_state(conn: sqlite3.Connection, incarnation: int, seq: int) -> None:

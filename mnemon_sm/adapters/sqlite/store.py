@@ -476,6 +476,9 @@ class EmbeddedStore:
             return (epoch, *vectors.pending(h.conn, model, k, after))
 
         epoch, todo, top = self._read(space, "embed", look, index=True)
+        if todo and self._upstream is not None:  # another host may have embedded them
+            self._fetch_vectors(space, model)
+            epoch, todo, top = self._read(space, "embed", look, index=True)
         self._embed_items(space, embedder, todo)
         if len(todo) < k:  # every insight up to `top` has its vector now
             self._embedded_up_to[key] = (epoch, top)
@@ -488,10 +491,22 @@ class EmbeddedStore:
             return
         model = embedder.model_id
         found = embed_checked(embedder, [content for _, _, content in todo])
-        items = [(digest, found[i]) for i, (_, digest, _) in enumerate(todo)]
+        items = [(digest, vectors.as_bytes(found[i])) for i, (_, digest, _) in enumerate(todo)]
         self._write(
             space, "embed", lambda tx: vectors.store_vectors(tx.conn, model, items), local=True
         )
+        if self._upstream is not None:
+            self._upstream.share_vectors(space, model, items)
+
+    def _fetch_vectors(self, space: str, model: str) -> None:
+        """Store the vectors other hosts of the upstream computed (a replica only)."""
+        upstream = self._upstream
+        if upstream is None:
+            return
+        with self._locked(space, "embed") as handle:
+            upstream.fetch_vectors(
+                space, model, handle.conn, lambda step: handle.write(step, self._clock)
+            )
 
     def embed_missing(
         self, space: str, *, batch: int = 64, progress: Callable[[int, int], None] | None = None
@@ -507,6 +522,8 @@ class EmbeddedStore:
         if embedder is None:
             raise InvalidInput("no embedder is configured")
         model = embedder.model_id
+        self._read(space, "embed", lambda h: None, index=True)  # caught up, for a replica
+        self._fetch_vectors(space, model)
         total = self._read(
             space, "embed", lambda h: vectors.missing_count(h.conn, model), index=True
         )

@@ -32,7 +32,14 @@ import numpy
 
 from mnemon_sm.ports.embedder import Vectors
 
-__all__ = ["EMBED_PER_RECALL", "VectorSet", "missing_count", "pending", "store_vectors"]
+__all__ = [
+    "EMBED_PER_RECALL",
+    "VectorSet",
+    "as_bytes",
+    "missing_count",
+    "pending",
+    "store_vectors",
+]
 
 EMBED_PER_RECALL = 64
 
@@ -66,16 +73,22 @@ def missing_count(conn: sqlite3.Connection, model: str) -> int:
     return int(row[0])
 
 
+def as_bytes(vector: Vectors) -> bytes:
+    """A vector as stored: little-endian float32."""
+    return numpy.asarray(vector, dtype="<f4").tobytes()
+
+
 def store_vectors(
-    conn: sqlite3.Connection, model: str, items: Sequence[tuple[int, Vectors]]
+    conn: sqlite3.Connection, model: str, items: Sequence[tuple[int, Vectors | bytes]]
 ) -> int:
-    """Store vectors by content hash while an active insight holds that content; a vector of
-    another model for the same hash is replaced. Returns how many were written."""
+    """Store vectors (or their :func:`as_bytes`) by content hash while an active insight holds
+    that content; a vector of another model for the same hash is replaced. Returns how many
+    were written."""
     written = 0
     seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM idx.vectors").fetchone()[0])
     for digest, vector in items:
         if conn.execute("SELECT 1 FROM idx.docs WHERE hash = ? LIMIT 1", (digest,)).fetchone():
-            data = numpy.asarray(vector, dtype="<f4").tobytes()
+            data = vector if isinstance(vector, bytes) else as_bytes(vector)
             seq += 1
             conn.execute(
                 "INSERT INTO idx.vectors VALUES (?, ?, ?, ?) ON CONFLICT(hash) DO UPDATE SET"
