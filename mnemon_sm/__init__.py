@@ -47,6 +47,7 @@ from mnemon_sm.errors import (
     WorkerFailed,
     WorkerTimeout,
 )
+from mnemon_sm.flows.audit import AuditRecord
 from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.documents.model import DocumentRecord
 from mnemon_sm.flows.documents.values import DocumentResult
@@ -84,6 +85,7 @@ __all__ = [
     "AsyncDriver",
     "AsyncMemoryRoot",
     "AsyncOpenAIWorkers",
+    "AuditRecord",
     "BuiltinWorkers",
     "Busy",
     "Cancellation",

@@ -27,11 +27,12 @@ import attrs
 from mnemon_sm.convert import StructureFailed, camel_case, register_camel_case, structure
 from mnemon_sm.errors import InvalidConfig
 
-__all__ = ["Config", "DocumentIndex", "Durability", "Projections"]
+__all__ = ["Audit", "Config", "DocumentIndex", "Durability", "Projections"]
 
 Durability = Literal["full", "normal", "off"]
 Projections = Literal["eager", "lazy"]
 DocumentIndex = Literal["auto", "file", "journal"]
+Audit = Literal["on", "off", "content"]
 LongTermBackend = Literal["auto", "embedded", "mnemon"]
 Mode = Literal["guided", "off"]
 
@@ -127,6 +128,10 @@ class Config:
         mnemon_path: the Mnemon executable to use. mnemon_timeout_ms: per CLI call.
         documents_active_limit: rendered bytes all active Documents may take (1 KiB..1 GiB);
             a document that does not fit makes the least recently used one archived.
+        audit: ``on`` appends every flow's transitions and outcomes to the root's audit log
+            (``audit/``: names and states, no user content); ``content`` also keeps an
+            error's message; ``off`` (the default, for now) writes none. A root whose writes
+            are disabled writes none either.
         documents_index: ``auto`` (the default) is ``file`` for a root in a directory and
             ``journal`` for a root on PostgreSQL (no reader of ``index.json`` there but this
             library); ``file`` commits every document change by rewriting
@@ -169,6 +174,7 @@ class Config:
     documents_active_limit: int = attrs.field(
         default=DOCUMENTS_ACTIVE_LIMIT, validator=_between(*_DOCUMENTS_RANGE)
     )
+    audit: Audit = attrs.field(default="off", validator=_one_of("on", "off", "content"))
     documents_index: DocumentIndex = attrs.field(
         default="auto", validator=_one_of("auto", "file", "journal")
     )

@@ -29,7 +29,9 @@ from mnemon_sm.adapters.sqlite import EmbeddedStore
 from mnemon_sm.adapters.workers.builtin import BuiltinWorkers
 from mnemon_sm.agent_tools import AgentTools
 from mnemon_sm.config import Config, DocumentIndex
+from mnemon_sm.engine.context import FlowContext
 from mnemon_sm.errors import StorageError
+from mnemon_sm.flows.audit import AuditLog, AuditRecord, read_audit
 from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.hot.api import Context, HotMemory, HotSnapshot, Preview, _Shared
 from mnemon_sm.flows.hot.history import HotHistory
@@ -163,6 +165,24 @@ class MemoryRoot:
             (ports.ids or RandomIds()).new_id,
         )
         self._tools = AgentTools(self.hot, lambda: self.long_term, self.documents, config)
+        self._audit: AuditLog | None = None
+        if config.audit != "off" and config.write_enabled:
+            self._audit = AuditLog(
+                ports.files, ports.locks, ports.clock, content=config.audit == "content"
+            )
+        self._audited(self._flow, self._maintenance, self.documents._flow, self.documents._search)
+
+    def _audited(self, *contexts: FlowContext) -> None:
+        """Tell ``contexts``' transitions and outcomes to the root's audit log."""
+        for context in contexts:
+            context.audit = self._audit
+
+    def audit_tail(self, limit: int = 100, *, flow: str | None = None) -> list[AuditRecord]:
+        """The newest ``limit`` records of the root's audit log (every process's, this one's
+        buffered lines included), oldest first; of ``flow`` only when given."""
+        if self._audit is not None:
+            self._audit.flush()
+        return read_audit(self._ports.files, limit, flow)
 
     @property
     def tools(self) -> AgentTools:
@@ -197,6 +217,7 @@ class MemoryRoot:
                     self.hot,
                     self.documents,
                     lambda: self.long_term,
+                    self._audit,
                 )
                 self._lifecycles[agent_id] = found
             return found
@@ -228,6 +249,10 @@ class MemoryRoot:
                     self._delegate,
                     self._progress,
                     self._backend,
+                )
+                lt = self._long_term
+                self._audited(
+                    lt._recall, lt._direct, lt._agent, lt._write, lt._merge, lt._spaces, lt._upkeep
                 )
             return self._long_term
 
@@ -310,6 +335,8 @@ class MemoryRoot:
                 store, self._owned_store = self._owned_store, None
                 if isinstance(store, EmbeddedStore):  # the Mnemon CLI adapter holds nothing open
                     store.close(checkpoint=False)  # see EmbeddedStore.close
+                if self._audit is not None:
+                    self._audit.flush()
                 if self._backend is not None:
                     self._backend.close()
 

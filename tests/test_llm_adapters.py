@@ -337,7 +337,9 @@ def test_a_hang_past_the_host_timeout_is_a_worker_timeout(
     tmp_path: Path, protocol: str, server_factory: Callable[..., LoopbackModel]
 ) -> None:
     server = server_factory([Hang(), Reply(text=recall_result([], summary="Back."))])
-    config = Config(long_term_store="embedded", durability="off", worker_timeout_ms=300)
+    # 1 s: the recall after the hang must finish within the same timeout on a loaded machine
+    # (300 ms timed out once in a full parallel run)
+    config = Config(long_term_store="embedded", durability="off", worker_timeout_ms=1000)
     root = open_root(tmp_path, workers_for(protocol, server, max_retries=0), config)
     with pytest.raises(WorkerTimeout):
         root.long_term.recall("deploys")
@@ -441,7 +443,9 @@ def test_an_async_run_past_the_host_timeout_is_cancelled_and_the_root_stays_usab
     tmp_path: Path, protocol: str, server_factory: Callable[..., LoopbackModel]
 ) -> None:
     server = server_factory([Hang(), Reply(text=recall_result([], summary="Back."))])
-    config = Config(long_term_store="embedded", durability="off", worker_timeout_ms=300)
+    # 1 s: the recall after the hang must finish within the same timeout on a loaded machine
+    # (300 ms timed out once in a full parallel run)
+    config = Config(long_term_store="embedded", durability="off", worker_timeout_ms=1000)
     root = open_root(tmp_path, async_workers_for(protocol, server, max_retries=0), config)
     with pytest.raises(WorkerTimeout):
         root.long_term.recall("deploys")

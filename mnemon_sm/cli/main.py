@@ -103,6 +103,12 @@ def _hot_remove(args: argparse.Namespace) -> None:
         _print_json(root.hot.remove(args.target, args.old_text).to_json())
 
 
+def _audit_tail(args: argparse.Namespace) -> None:
+    with _open(args) as root:
+        for record in root.audit_tail(args.n, flow=args.flow):
+            print(json.dumps(record.to_json(), ensure_ascii=False))
+
+
 def _hot_show(args: argparse.Namespace) -> None:
     with _open(args) as root:
         _print_json(root.hot.snapshot().to_json(args.target))
@@ -240,6 +246,14 @@ def _parser() -> argparse.ArgumentParser:
     reset.add_argument("agent", help="the agent id")
     reset.add_argument("--root", type=root_arg, default=argparse.SUPPRESS, help="storage root")
     reset.set_defaults(run=lambda a: _print_json(_open(a).reset_lifecycle(a.agent).to_json()))
+
+    audit = commands.add_parser("audit", help="the audit log of every flow").add_subparsers(
+        dest="audit_command", required=True
+    )
+    tail = audit.add_parser("tail", help="print the newest records, oldest first, as JSON lines")
+    tail.add_argument("-n", type=int, default=20, help="how many records (default 20)")
+    tail.add_argument("--flow", help="records of this flow only")
+    tail.set_defaults(run=_audit_tail)
 
     migrate_ = commands.add_parser(
         "migrate",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from mnemon_sm.engine.audit import AuditSink
 from mnemon_sm.engine.flow import Machine, send, start
 from mnemon_sm.errors import MnemonError
 
@@ -23,6 +24,9 @@ class FlowContext:
     """Base of every flow context."""
 
     FLOW: ClassVar[str]
+    #: Where transitions and outcomes are told (see :mod:`.audit`); None tells nobody.
+    audit: AuditSink | None = None
+    audit_run: str | None = None  # the run of the caller event in flight
 
     def __init__(self, state: str | None = None) -> None:
         """``state``: a persisted state to resume in (its entry actions do not run again);
@@ -35,15 +39,31 @@ class FlowContext:
     def perform(self, event: str, **kwargs: Any) -> Any:
         """Send a caller event; return the operation's result or raise its error."""
         self._result, self._error = None, None
+        sink = self.audit
+        if sink is not None:
+            self.audit_run = sink.new_run()
+        outcome: BaseException | None = None
         try:
             send(self._machine, self.FLOW, event, **kwargs)
             self.conclude()
             if self._error is not None:
+                outcome = self._error
                 raise self._error
             return self._result
+        except BaseException as exc:
+            outcome = exc
+            raise
         finally:
             self._result, self._error = None, None
             self.reset()
+            if sink is not None:
+                self._report(sink, event, outcome)
+
+    def _report(self, sink: AuditSink, event: str, error: BaseException | None) -> None:
+        run, self.audit_run = self.audit_run or "-", None
+        kind = "ok" if error is None else type(error).__name__
+        detail = None if error is None else str(error)
+        sink.outcome(run, self.FLOW, event, kind, str(self.state), detail)
 
     def close(self) -> None:
         send(self._machine, self.FLOW, "close")

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from statemachine.exceptions import TransitionNotAllowed
 
+from mnemon_sm.engine.audit import AuditListener
 from mnemon_sm.engine.compiled import ENGINE_KWARGS, CompiledMachine
 from mnemon_sm.engine.spec import ABORT, FlowSpec, load_flow
 from mnemon_sm.errors import IllegalEvent, SpecError
@@ -111,7 +112,7 @@ def start(flow: str, context: object, **initial_kwargs: Any) -> Machine:
     current state value is stored on ``context.state``.
     """
     loaded = load_flow(flow)
-    listeners = [factory(flow) for factory in _observers]
+    listeners = [AuditListener(flow, context), *(factory(flow) for factory in _observers)]
     if _engine == "compiled":
         return CompiledMachine(loaded.chart, context, listeners, **initial_kwargs)
     machine: Machine = loaded.machine_class(model=context, listeners=listeners, **initial_kwargs)

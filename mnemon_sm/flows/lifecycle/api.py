@@ -34,6 +34,7 @@ from typing import Any
 
 from mnemon_sm.config import Config
 from mnemon_sm.convert import StructureFailed, structure
+from mnemon_sm.engine.audit import AuditSink
 from mnemon_sm.errors import MnemonError, ReadOnly, WorkerFailed
 from mnemon_sm.flows.documents.api import Documents
 from mnemon_sm.flows.hot.api import HotMemory
@@ -72,8 +73,10 @@ class AgentLifecycle:
         hot: HotMemory,
         documents: Documents,
         long_term: Callable[[], LongTermMemory],
+        audit: AuditSink | None = None,
     ) -> None:
         self.agent_id = persisted.check_agent_id(agent_id)
+        self._audit = audit
         self._files, self._locks, self._clock, self._config = files, locks, clock, config
         self._writes = config.write_enabled
         self._lock = persisted.lock_name(self.agent_id)
@@ -222,7 +225,7 @@ class AgentLifecycle:
     def _new_flow(
         self, restored: persisted.AgentState | None, *, unsaved: bool = False
     ) -> LifecycleFlow:
-        return LifecycleFlow(
+        flow = LifecycleFlow(
             self.agent_id,
             self._config,
             self._clock,
@@ -233,6 +236,8 @@ class AgentLifecycle:
             owner=self._owner,
             unsaved=unsaved,
         )
+        flow.audit = self._audit
+        return flow
 
     @contextlib.contextmanager
     def _held(self) -> Iterator[None]:
