@@ -157,12 +157,17 @@ class PgUpstream:
         self._writable()
         with self._connection("creating", space) as conn, conn.transaction():
             self._sync_setting(conn)
-            row = conn.execute(
-                "INSERT INTO mnemon_spaces (root, space, incarnation, seq, horizon)"
-                " VALUES (%s, %s, nextval('mnemon_space_incarnations'), 0, 0)"
-                " ON CONFLICT (root, space) DO NOTHING RETURNING incarnation",
-                [self._root, space],
-            ).fetchone()
+            return self._new_space(conn, space, 0)
+
+    def _new_space(self, conn: Any, space: str, seq: int) -> int:
+        """Insert the space's row at change ``seq``; its incarnation. ``InvalidInput`` when
+        the space exists."""
+        row = conn.execute(
+            "INSERT INTO mnemon_spaces (root, space, incarnation, seq, horizon)"
+            " VALUES (%s, %s, nextval('mnemon_space_incarnations'), %s, 0)"
+            " ON CONFLICT (root, space) DO NOTHING RETURNING incarnation",
+            [self._root, space, seq],
+        ).fetchone()
         if row is None:
             raise InvalidInput(f"space {space!r} already exists")
         return int(row[0])
@@ -216,14 +221,7 @@ class PgUpstream:
         self._writable()
         with self._connection("importing", space) as pg, pg.transaction():
             self._sync_setting(pg)
-            made = pg.execute(
-                "INSERT INTO mnemon_spaces (root, space, incarnation, seq, horizon)"
-                " VALUES (%s, %s, nextval('mnemon_space_incarnations'), 1, 0)"
-                " ON CONFLICT (root, space) DO NOTHING RETURNING 1",
-                [self._root, space],
-            ).fetchone()
-            if made is None:
-                raise InvalidInput(f"space {space!r} already exists")
+            self._new_space(pg, space, 1)
             for table, rows in batches:
                 if table not in TABLES:
                     raise InvalidInput(f"no table {table!r} in a Mnemon store")

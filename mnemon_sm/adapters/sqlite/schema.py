@@ -31,6 +31,7 @@ import sqlite3
 from pathlib import Path
 
 from mnemon_sm.errors import CorruptStore
+from mnemon_sm.ports.long_term.digest import COLUMNS
 from mnemon_sm.ports.long_term.values import EDGE_TYPES
 
 __all__ = [
@@ -103,25 +104,14 @@ CREATE TABLE IF NOT EXISTS oplog (
 """
 
 _STATEMENTS = tuple(part.strip() for part in DDL.split(";") if part.strip())
-_CORE_COLUMNS = (
-    "id",
-    "content",
-    "category",
-    "importance",
-    "tags",
-    "entities",
-    "source",
-    "access_count",
-    "created_at",
-    "updated_at",
-    "deleted_at",
-)
 # Columns Mnemon's migration adds to older stores, with the definitions it adds them with.
 _ADDED_COLUMNS = {
     "last_accessed_at": "TEXT",
     "embedding": "BLOB",
     "effective_importance": "REAL DEFAULT 0.5",
 }
+# The columns every Mnemon store has (the ones a migration copies, less those added later).
+_CORE_COLUMNS = tuple(c for c in COLUMNS["insights"] if c not in _ADDED_COLUMNS)
 
 
 SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
