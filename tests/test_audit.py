@@ -133,6 +133,8 @@ def test_a_torn_tail_is_skipped_and_the_next_lines_are_whole() -> None:
     root.close()
     assert [r.outcome for r in records if r.outcome] == ["ok", "ok"]
     assert all(r.run != "torn" for r in records)
+    for run in {r.run for r in records}:  # each run whole: its first transition is there
+        assert any(r.run == run and r.event == "add" and r.target == "deciding" for r in records)
 
 
 def test_a_failed_append_never_fails_an_operation_and_is_written_later() -> None:
