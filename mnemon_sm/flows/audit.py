@@ -153,8 +153,7 @@ class AuditLog:
         self._current: int | None = None  # the segment this process appends to
         self._written = 0  # bytes appended to it since the last check
         self.dropped = 0  # lines dropped because appends kept failing
-        self._tails: dict[tuple[str, str, str, str], str] = {}  # encoded names, by names
-        self._outcomes: dict[tuple[str, str, str, str], str] = {}
+        self._tails: dict[tuple[tuple[str, str], ...], str] = {}  # encoded fields
 
     # -- the engine's sink -----------------------------------------------------------------
 
@@ -162,36 +161,35 @@ class AuditLog:
         return f"{self._prefix}-{next(self._runs)}"
 
     def transition(self, run: str, flow: str, source: str, event: str, target: str) -> None:
-        key = (flow, source, event, target)
-        tail = self._tails.get(key)
-        if tail is None:  # names repeat: each combination is encoded once
-            tail = _json({"flow": flow, "from": source, "event": event, "to": target})[1:]
-            if len(self._tails) < 4096:
-                self._tails[key] = tail
+        tail = self._encoded({"flow": flow, "from": source, "event": event, "to": target})
         at = self._clock.now_ms()
         self._add(at, f'{{"at":{at},"run":"{run}",{tail}')  # run ids are ours: hex, "-"
 
     def outcome(
         self, run: str, flow: str, event: str, outcome: str, state: str, detail: str | None
     ) -> None:
+        fields = {"flow": flow, "event": event, "outcome": outcome, "state": state}
         if self._content and detail is not None:
-            fields = {"flow": flow, "event": event, "outcome": outcome, "state": state}
             tail = _json({**fields, "detail": detail})[1:]
         else:
-            key = (flow, event, outcome, state)
-            found = self._outcomes.get(key)
-            if found is None:
-                found = _json({"flow": flow, "event": event, "outcome": outcome, "state": state})
-                found = found[1:]
-                if len(self._outcomes) < 4096:
-                    self._outcomes[key] = found
-            tail = found
+            tail = self._encoded(fields)
         at = self._clock.now_ms()
         self._add(at, f'{{"at":{at},"run":"{run}",{tail}')
         with self._guard:
             due = len(self._lines) >= FLUSH_LINES or at - self._oldest >= FLUSH_MS
         if due:
             self.flush()
+
+    def _encoded(self, fields: dict[str, str]) -> str:
+        """``fields`` as the end of a JSON object (no opening brace); names repeat, so each
+        combination is encoded once (up to 4096 of them)."""
+        key = tuple(fields.items())  # names too: a transition and an outcome may share values
+        found = self._tails.get(key)
+        if found is None:
+            found = _json(fields)[1:]
+            if len(self._tails) < 4096:
+                self._tails[key] = found
+        return found
 
     def _add(self, at: int, line: str) -> None:
         with self._guard:

@@ -57,6 +57,7 @@ from mnemon_sm.errors import InvalidInput, LockTimeout, StorageError, UnknownSpa
 from mnemon_sm.ports import Clock
 from mnemon_sm.ports.embedder import Embedder
 from mnemon_sm.ports.long_term import checks
+from mnemon_sm.ports.long_term.digest import keyset_pages
 from mnemon_sm.ports.long_term.port import Rows
 
 __all__ = ["TOMBSTONES_KEPT", "TOMBSTONE_SWEEP", "PgSpaces", "PgUpstream", "default_cache"]
@@ -196,25 +197,22 @@ class PgUpstream:
     # -- rows (a migration's copy) -------------------------------------------------------------
 
     def export(self, space: str, batch: int) -> Iterator[tuple[str, Rows]]:
-        """The space's rows as the database holds them, in keyset pages."""
-        for table in TABLES:
-            columns = ", ".join(COLUMNS[table])
-            sql = (
-                f"SELECT rid, {columns} FROM mnemon_{table} WHERE root = %s AND space = %s"
-                " AND rid > %s ORDER BY rid LIMIT %s"
-            )
-            after = -(2**63)
-            while True:
-                with self._connection("exporting", space) as pg:
-                    if after == -(2**63):
-                        self._head(pg, space)  # UnknownSpace
-                    rows = [
-                        tuple(row) for row in pg.execute(sql, [self._root, space, after, batch])
-                    ]
-                if not rows:
-                    break
-                yield table, rows
-                after = int(rows[-1][0])
+        """The space's rows as the database holds them, in keyset pages (``UnknownSpace`` at
+        once for a missing space)."""
+        with self._connection("exporting", space) as pg:
+            self._head(pg, space)
+        sql = {
+            table: f"SELECT rid, {', '.join(COLUMNS[table])} FROM mnemon_{table}"
+            " WHERE root = %s AND space = %s AND rid > %s ORDER BY rid LIMIT %s"
+            for table in TABLES
+        }
+
+        def page(table: str, after: int) -> Rows:
+            with self._connection("exporting", space) as pg:
+                found = pg.execute(sql[table], [self._root, space, after, batch])
+                return [tuple(row) for row in found]
+
+        return keyset_pages(page)
 
     def import_rows(self, space: str, batches: Iterable[tuple[str, Rows]]) -> None:
         """Create the space holding these rows (change 1), in one transaction, with COPY."""

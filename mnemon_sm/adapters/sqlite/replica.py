@@ -32,7 +32,7 @@ loaded again in full.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import attrs
@@ -186,17 +186,31 @@ def captured(conn: sqlite3.Connection) -> Changes:
     return changes
 
 
+def _parts(rids: Sequence[int]) -> Iterator[tuple[Sequence[int], str]]:
+    """``rids`` in chunks, each with its ``?`` marks."""
+    for start in range(0, len(rids), _CHUNK):
+        part = rids[start : start + _CHUNK]
+        yield part, ",".join("?" * len(part))
+
+
 def _rows(conn: sqlite3.Connection, table: str, rids: Sequence[int]) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     columns = ", ".join(COLUMNS[table])
-    for start in range(0, len(rids), _CHUNK):
-        part = rids[start : start + _CHUNK]
-        marks = ",".join("?" * len(part))
+    for part, marks in _parts(rids):
         out += conn.execute(
             f"SELECT rowid, {columns} FROM main.{table} WHERE rowid IN ({marks}) ORDER BY rowid",
             part,
         ).fetchall()
     return out
+
+
+def _present(conn: sqlite3.Connection, table: str, rids: Sequence[int]) -> set[int]:
+    """Which of ``rids`` the replica's ``table`` holds (rowids only: no row is read)."""
+    found: set[int] = set()
+    for part, marks in _parts(rids):
+        rows = conn.execute(f"SELECT rowid FROM main.{table} WHERE rowid IN ({marks})", part)
+        found.update(int(rid) for (rid,) in rows)
+    return found
 
 
 def apply(tx: Tx, changes: Changes, incarnation: int, seq: int) -> None:
@@ -208,17 +222,13 @@ def apply(tx: Tx, changes: Changes, incarnation: int, seq: int) -> None:
         | set(changes.deleted.get("insights", ()))
     )
     for table in reversed(TABLES):  # edges before the insights they reference
-        gone = changes.deleted.get(table, [])
-        for start in range(0, len(gone), _CHUNK):
-            part = gone[start : start + _CHUNK]
-            conn.execute(
-                f"DELETE FROM main.{table} WHERE rowid IN ({','.join('?' * len(part))})", part
-            )
+        for part, marks in _parts(changes.deleted.get(table, [])):
+            conn.execute(f"DELETE FROM main.{table} WHERE rowid IN ({marks})", part)
     for table in TABLES:
         rows = changes.rows.get(table, [])
         if not rows:
             continue
-        existing = {row[0] for row in _rows(conn, table, [row[0] for row in rows])}
+        existing = _present(conn, table, [row[0] for row in rows])
         columns = COLUMNS[table]
         settable = [c for c in columns if c != "id"]  # an insight's id never changes
         conn.executemany(

@@ -51,7 +51,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 
@@ -75,7 +75,7 @@ from mnemon_sm.ports.embedder import Embedder, Vectors
 from mnemon_sm.ports.embedder_checks import embed_checked
 from mnemon_sm.ports.long_term import checks, layout
 from mnemon_sm.ports.long_term.checks import Prepared
-from mnemon_sm.ports.long_term.digest import COLUMNS, RowsDigest
+from mnemon_sm.ports.long_term.digest import COLUMNS, RowsDigest, keyset_pages
 from mnemon_sm.ports.long_term.layout import DB_FILE
 from mnemon_sm.ports.long_term.port import ROW_TABLES, Rows
 from mnemon_sm.ports.long_term.values import (
@@ -664,22 +664,20 @@ class EmbeddedStore:
 
 def _export(store: EmbeddedStore, space: str, batch: int) -> Iterator[tuple[str, Rows]]:
     size = max(1, batch)
-    for table in ROW_TABLES:
-        sql = (
-            f"SELECT rowid, {', '.join(COLUMNS[table])} FROM main.{table}"
-            " WHERE rowid > ? ORDER BY rowid LIMIT ?"
-        )
-        after = -(2**63)
-        while True:  # keyset pages, each read on its own (the handle is not held between)
-            rows = store._read(space, "export", _page(sql, after, size), index=False)
-            if not rows:
-                break
-            yield table, rows
-            after = int(rows[-1][0])
+    sql = {
+        table: f"SELECT rowid, {', '.join(COLUMNS[table])} FROM main.{table}"
+        " WHERE rowid > ? ORDER BY rowid LIMIT ?"
+        for table in ROW_TABLES
+    }
 
+    def page(table: str, after: int) -> Rows:
+        def read(h: Handle) -> Rows:
+            rows: Rows = h.conn.execute(sql[table], (after, size)).fetchall()
+            return rows
 
-def _page(sql: str, after: int, size: int) -> Callable[[Handle], list[tuple[Any, ...]]]:
-    return lambda h: h.conn.execute(sql, (after, size)).fetchall()
+        return store._read(space, "export", read, index=False)
+
+    return keyset_pages(page)
 
 
 class _DenseRecall:

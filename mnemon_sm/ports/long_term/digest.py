@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from mnemon_sm.ports.long_term.port import ROW_TABLES, Rows
 from mnemon_sm.ports.long_term.values import SpaceDigest
 
-__all__ = ["COLUMNS", "RowsDigest"]
+__all__ = ["COLUMNS", "RowsDigest", "keyset_pages"]
 
 #: The columns of each table a migration copies, after the rowid (Mnemon's schema).
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -41,6 +41,18 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "oplog": ("operation", "insight_id", "detail", "created_at"),
 }
 assert tuple(COLUMNS) == ROW_TABLES
+
+
+def keyset_pages(page: Callable[[str, int], Rows]) -> Iterator[tuple[str, Rows]]:
+    """A store's rows table by table (:data:`ROW_TABLES` order), page by page:
+    ``page(table, after)`` reads the next rows of ``table`` with a rowid above ``after``, in
+    rowid order; an empty page ends the table. Each page is read on its own, so nothing is
+    held between two."""
+    for table in ROW_TABLES:
+        after = -(2**63)
+        while rows := page(table, after):
+            yield table, rows
+            after = int(rows[-1][0])
 
 
 def _value(value: Any) -> Any:
