@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -39,7 +40,7 @@ from mnemon_sm.flows.hot.journal import Journal
 from mnemon_sm.flows.hot.maintenance import MaintenanceFlow
 from mnemon_sm.flows.hot.mutation import HotMutationFlow
 from mnemon_sm.flows.lifecycle.api import AgentLifecycle
-from mnemon_sm.flows.lifecycle.state import LifecycleReset
+from mnemon_sm.flows.lifecycle.state import LifecycleReset, agent_ids
 from mnemon_sm.flows.long_term.api import LongTermMemory
 from mnemon_sm.flows.long_term.catalog import Catalog
 from mnemon_sm.flows.workers.runner import Delegate, host_only
@@ -221,6 +222,38 @@ class MemoryRoot:
                 )
                 self._lifecycles[agent_id] = found
             return found
+
+    @host_only
+    def agents(self) -> tuple[str, ...]:
+        """The root agents whose lifecycle state is persisted in ``state/lifecycle/``, sorted."""
+        return agent_ids(self._ports.files)
+
+    @host_only
+    def agent_status(self, agent_id: str) -> dict[str, Any]:
+        """Root agent ``agent_id``'s lifecycle status (``AgentLifecycle.status``) as persisted
+        now. On a writable root it is the agent's own facade, refreshed from its file; on a
+        read-only root (whose facades keep what hooks change in memory) a new read of the
+        file each time, so a reader such as ``mnemon-sm inspect`` follows the writers.
+
+        Raises:
+            InvalidInput: a bad agent id. CorruptStore: its persisted state is invalid.
+        """
+        if self.config.write_enabled:
+            return self.lifecycle(agent_id).status()
+        p = self._ports
+        with self._shared.mutex:
+            view = AgentLifecycle(
+                agent_id,
+                p.files,
+                p.locks,
+                p.clock,
+                self.config,
+                self._delegate,
+                self.hot,
+                self.documents,
+                lambda: self.long_term,
+            )
+        return view.status()
 
     @host_only
     def reset_lifecycle(self, agent_id: str) -> LifecycleReset:

@@ -593,6 +593,35 @@ def test_read_only_hooks_write_and_lock_nothing(tmp_path: Path) -> None:
     assert root_state(root) == before
 
 
+def test_a_read_only_root_lists_the_agents_and_follows_what_writers_persist(
+    tmp_path: Path,
+) -> None:
+    """``agents()`` lists the agents with a state file (not temporary or set-aside files);
+    ``agent_status`` on a read-only root reads the file anew each time, where its own
+    facade keeps what hooks changed in memory."""
+    root = tmp_path / "root"
+    writer = MemoryRoot.open(root, Config(durability="off"))
+    reader = MemoryRoot.open(root, Config(write_enabled=False))
+    assert reader.agents() == ()
+    for agent in ("zeta", "alpha"):
+        writer.lifecycle(agent).pre_step(1, 1, [user("m1", "hello")])
+    lifecycle_dir = root / persisted.STATE_DIR
+    (lifecycle_dir / ".alpha.json.tmp-1").write_text("x")
+    (lifecycle_dir / "beta.json.bad-123").write_text("x")
+    assert reader.agents() == writer.agents() == ("alpha", "zeta")
+    assert reader.agent_status("alpha")["counters"]["recallCues"] == 1
+    writer.lifecycle("alpha").pre_step(2, 1, [user("m2", "again")])
+    assert reader.agent_status("alpha")["counters"]["recallCues"] == 2
+    assert reader.lifecycle("alpha").status()["counters"]["recallCues"] == 2
+    writer.lifecycle("alpha").pre_step(3, 1, [user("m3", "once more")])
+    assert reader.agent_status("alpha")["counters"]["recallCues"] == 3
+    assert reader.lifecycle("alpha").status()["counters"]["recallCues"] == 2  # its own copy
+    assert reader.agent_status("alpha") == writer.agent_status("alpha")
+    with pytest.raises(MnemonError):
+        reader.agent_status("../escape")
+    writer.close()
+
+
 def test_a_summary_past_its_limit_is_cut() -> None:
     assert persisted.clip_summary("s" * 999) == "s" * 999
     clipped = persisted.clip_summary("s" * 5000)

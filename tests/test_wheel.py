@@ -53,6 +53,8 @@ def test_wheel_contains_and_loads_every_spec(tmp_path: Path) -> None:
     assert "mnemon_sm/py.typed" in names
     for kind in ("recall", "write", "answer"):
         assert f"mnemon_sm/flows/workers/texts/{kind}.md" in names
+    for asset in ("mermaid.min.js", "mermaid.LICENSE.txt", "inspector.js", "style.css"):
+        assert f"mnemon_sm/inspector/static/{asset}" in names  # the inspector fetches nothing
     flows = tuple(sorted(s.removesuffix(".yaml") for s in specs))
     run = subprocess.run(
         [sys.executable, "-c", PROBE.replace("{names!r}", repr(flows))],

@@ -24,6 +24,7 @@ from typing import Any
 
 from mnemon_sm import __version__
 from mnemon_sm.cli import documents as cli_documents
+from mnemon_sm.cli import inspect_command as cli_inspect
 from mnemon_sm.cli import long_term as cli_long_term
 from mnemon_sm.cli import mcp_command as cli_mcp
 from mnemon_sm.cli.demo import run_demo
@@ -226,6 +227,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_long_term.register(commands, _open, _print_json)
     cli_documents.register(commands, _open, _print_json)
     cli_mcp.register(commands, default_root, version)
+    cli_inspect.register(commands, default_root)
 
     lifecycle = commands.add_parser("lifecycle", help="agent lifecycle").add_subparsers(
         dest="lifecycle_command", required=True

@@ -19,9 +19,8 @@ from typing import Any
 
 import attrs
 
-from mnemon_sm.cli.support import ProgressBar, root_arg
+from mnemon_sm.cli.support import ProgressBar, missing_extra, root_arg
 from mnemon_sm.config import Config
-from mnemon_sm.errors import InvalidConfig
 from mnemon_sm.root import MemoryRoot
 
 __all__ = ["EXTRA_HINT", "register"]
@@ -61,7 +60,7 @@ def register(
             # optional: the server imports the SDK of the [mcp] extra
             from mnemon_sm import mcp_server as server
         except ImportError as exc:
-            raise _missing_extra(exc) from exc
+            raise missing_extra(exc, "the MCP server", EXTRA_HINT) from exc
         if args.transport == "http":
             server.check_host(args.host, allow_remote=args.allow_remote)
         config = Config.from_toml(args.config) if args.config else Config()
@@ -82,13 +81,3 @@ def register(
             )
 
     parser.set_defaults(run=run)
-
-
-def _missing_extra(exc: ImportError) -> InvalidConfig:
-    """The error for the SDK (or one of its dependencies) not being installed; ``exc``
-    itself when the module that failed is ours (a bug, not a missing extra)."""
-    if (exc.name or "").split(".")[0] == "mnemon_sm":
-        raise exc
-    return InvalidConfig(
-        f"the MCP server needs the [mcp] extra: {EXTRA_HINT} (cannot import {exc.name})"
-    )

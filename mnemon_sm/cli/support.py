@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mnemon_sm.adapters.postgres import is_postgres_url, redacted
-from mnemon_sm.errors import InvalidInput
+from mnemon_sm.errors import InvalidConfig, InvalidInput
 from mnemon_sm.root import MemoryRoot
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Run",
     "UsageError",
     "command",
+    "missing_extra",
     "read_text",
 ]
 
@@ -122,3 +123,14 @@ def directory_root(root: Path | str, command: str) -> Path:
     if isinstance(root, str):
         raise InvalidInput(f"{command} works on a root in a directory, not on {redacted(root)}")
     return root
+
+
+def missing_extra(exc: ImportError, what: str, hint: str) -> InvalidConfig:
+    """The error for an optional dependency of ``what`` not being installed (``hint``: the
+    install command of its extra); ``exc`` itself when the module that failed is ours (a
+    bug, not a missing extra)."""
+    if (exc.name or "").split(".")[0] == "mnemon_sm":
+        raise exc
+    extra = hint.partition("[")[2].partition("]")[0]
+    missing = exc.name or str(exc)
+    return InvalidConfig(f"{what} needs the [{extra}] extra: {hint} (cannot import {missing})")

@@ -44,6 +44,7 @@ __all__ = [
     "Priority",
     "edge_label",
     "mermaid_label_problems",
+    "mermaid_source",
     "priorities",
     "render_dot",
     "render_markdown",
@@ -137,8 +138,10 @@ def _checked(spec: FlowSpec, label: str) -> str:
     return label
 
 
-def _mermaid(spec: FlowSpec) -> list[str]:
-    lines = ["```mermaid", "stateDiagram-v2", "    direction LR"]
+def mermaid_source(spec: FlowSpec) -> list[str]:
+    """The flow's Mermaid state diagram, a line per statement (no code fence): what the
+    committed diagram draws, and what the web inspector renders."""
+    lines = ["stateDiagram-v2", "    direction LR"]
     for sid, sdef in spec.state_defs.items():
         if sdef.get("enter"):
             label = _checked(spec, f"entry / {', '.join(sdef['enter'])}")
@@ -152,8 +155,11 @@ def _mermaid(spec: FlowSpec) -> list[str]:
     for sid, sdef in spec.state_defs.items():
         if sdef.get("final"):
             lines.append(f"    {sid} --> [*]")
-    lines.append("```")
     return lines
+
+
+def _mermaid(spec: FlowSpec) -> list[str]:
+    return ["```mermaid", *mermaid_source(spec), "```"]
 
 
 def render_markdown(flow: LoadedFlow) -> str:

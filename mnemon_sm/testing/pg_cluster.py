@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mnemon_sm.testing.debian import ensure_installed
+
 __all__ = ["Cluster", "server_binaries"]
 
 _USER = "postgres"  # who owns the cluster when we run as root
@@ -32,15 +34,8 @@ def server_binaries(install: bool = True) -> Path:
     """The directory of ``initdb`` and ``pg_ctl``; installs Debian's ``postgresql`` package
     when they are missing and ``install`` is set and we are root. Raises RuntimeError."""
     found = _find_binaries()
-    if found is None and install and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, capture_output=True)
-        subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "postgresql"],
-            check=True,
-            env=env,
-            capture_output=True,
-        )
+    if found is None and install:
+        ensure_installed(("postgresql",), lambda: _find_binaries() is not None)
         found = _find_binaries()
     if found is None:
         raise RuntimeError(

@@ -45,6 +45,7 @@ __all__ = [
     "LastReview",
     "ReviewLease",
     "Stored",
+    "agent_ids",
     "clip_summary",
     "encode",
     "fresh",
@@ -148,6 +149,12 @@ def check_agent_id(agent_id: object) -> str:
 
 def state_path(agent_id: str) -> str:
     return f"{STATE_DIR}/{check_agent_id(agent_id)}.json"
+
+
+def agent_ids(files: Files) -> tuple[str, ...]:
+    """The agents with a state file, sorted."""
+    names = (n.removesuffix(".json") for n in files.list(STATE_DIR) if n.endswith(".json"))
+    return tuple(sorted(a for a in names if _AGENT_ID.match(a)))
 
 
 def remove_stale_temps(files: Files, agent_id: str) -> None:

@@ -1,0 +1,75 @@
+"""Documents: active ones against the capacity plan, in the order overflow would archive them
+(least recently used first), and archived ones with their cold reference."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mnemon_sm.flows.documents.rules import lru
+from mnemon_sm.inspector.html import bytes_text, join, table, tag, usage, when
+from mnemon_sm.inspector.pages import Page
+from mnemon_sm.root import MemoryRoot
+
+__all__ = ["view"]
+
+
+def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
+    records = root.documents.records()
+    ordered = lru(records)
+    used = sum(r.size_bytes for r in ordered)
+    limit = root.config.documents_active_limit
+    archived = sorted(
+        (r for r in records if r.status == "archived"),
+        key=lambda r: r.archived_at or "",
+        reverse=True,
+    )
+    body = join(
+        [
+            tag("h2", f"Active ({len(ordered)})"),
+            usage("Active documents against the plan", used, limit),
+            tag(
+                "p",
+                "Least recently used first: when a change does not fit, the first ones here "
+                "are archived to cold storage, each after a verified reference is written to "
+                "long-term memory.",
+                class_="meta",
+            ),
+            table(
+                "Active documents, next to archive first",
+                ("#", "Title", "Id", "Size", "Last used", "Updated", "Revision", "Path"),
+                (
+                    (
+                        i,
+                        r.title,
+                        r.id,
+                        bytes_text(r.size_bytes),
+                        when(r.last_accessed_at),
+                        when(r.updated_at),
+                        r.revision,
+                        r.relative_path,
+                    )
+                    for i, r in enumerate(ordered, 1)
+                ),
+                empty="No active document.",
+            ),
+            tag("h2", f"Archived ({len(archived)})"),
+            table(
+                "Archived documents, newest first, with their cold reference",
+                ("Title", "Id", "Size", "Archived", "Cold path", "Reference in spaces", "Summary"),
+                (
+                    (
+                        r.title,
+                        r.id,
+                        bytes_text(r.size_bytes),
+                        when(r.archived_at),
+                        r.relative_path,
+                        ", ".join(r.memory_body_ids),
+                        r.archive_summary,
+                    )
+                    for r in archived
+                ),
+                empty="No archived document.",
+            ),
+        ]
+    )
+    return Page("Documents", body)
