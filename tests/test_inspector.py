@@ -26,7 +26,7 @@ from mnemon_sm.engine.spec import flow_names, load_flow
 from mnemon_sm.errors import InvalidInput
 from mnemon_sm.flows.audit import AuditRecord
 from mnemon_sm.inspector import create_app, open_read_only
-from mnemon_sm.inspector.app import COOKIE, check_bind, host_name
+from mnemon_sm.inspector.app import COOKIE, check_bind, host_name, shown_location
 from mnemon_sm.inspector.html import esc
 from mnemon_sm.inspector.live import Standing, highlighted, standings
 from mnemon_sm.migrate import migrate
@@ -370,6 +370,15 @@ def test_every_answer_forbids_framing_sniffing_and_foreign_scripts(client: TestC
 def test_a_foreign_host_header_is_refused(client: TestClient, host: str, served: bool) -> None:
     response = client.get("/", headers={"host": host})
     assert (response.status_code == 200) is served
+
+
+def test_the_header_shows_the_home_directory_as_a_tilde() -> None:
+    assert shown_location("/home/ann/.mnemon", "/home/ann") == "~/.mnemon"
+    assert shown_location("/home/ann", "/home/ann/") == "~"
+    assert shown_location("/home/anna/.mnemon", "/home/ann") == "/home/anna/.mnemon"
+    assert (
+        shown_location("postgresql://u@h/db?root=r", "/home/ann") == "postgresql://u@h/db?root=r"
+    )
 
 
 def test_host_names_are_read_without_their_port() -> None:

@@ -34,7 +34,15 @@ from mnemon_sm.inspector.html import page, tag
 from mnemon_sm.inspector.pages import Page, agents, documents, flows, hot, recall, spaces
 from mnemon_sm.root import MemoryRoot
 
-__all__ = ["COOKIE", "LOOPBACK", "check_bind", "create_app", "host_name", "is_loopback"]
+__all__ = [
+    "COOKIE",
+    "LOOPBACK",
+    "check_bind",
+    "create_app",
+    "host_name",
+    "is_loopback",
+    "shown_location",
+]
 
 COOKIE = "mnemon_inspect"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -146,9 +154,19 @@ class _Guard:
         await self.app(scope, receive, secured)
 
 
+def shown_location(location: str, home: str | None = None) -> str:
+    """Where the root lives, as the header shows it: the home directory as ``~``."""
+    home = (home if home is not None else str(Path.home())).rstrip("/")
+    if home and (location == home or location.startswith(home + "/")):
+        return "~" + location[len(home) :]
+    return location
+
+
 def _error(root: MemoryRoot, path: str, status: int, text: str) -> HTMLResponse:
     body = tag("p", text, class_="error")
-    return HTMLResponse(page("Not available", path, body, location=root.location), status)
+    return HTMLResponse(
+        page("Not available", path, body, location=shown_location(root.location)), status
+    )
 
 
 def create_app(
@@ -218,7 +236,7 @@ def _with_nav(root: MemoryRoot, found: Page, nav: str) -> HTMLResponse:
             found.title,
             nav,
             found.body,
-            location=root.location,
+            location=shown_location(root.location),
             refresh=found.refresh,
             diagrams=found.diagrams,
         )

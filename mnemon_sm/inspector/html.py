@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
-__all__ = ["NAV", "Cell", "Html", "bytes_text", "esc", "page", "table", "usage", "when"]
+__all__ = ["NAV", "Cell", "Html", "bytes_text", "count", "esc", "page", "table", "usage", "when"]
 
 #: The pages, in the navigation's order: (path, title).
 NAV = (
@@ -77,6 +77,11 @@ def table(
 def when(iso: str | None) -> Html:
     """An ISO-8601 time, kept on one line."""
     return Html("") if not iso else tag("time", iso.replace("T", " "), datetime=iso)
+
+
+def count(n: int, one: str, many: str | None = None) -> str:
+    """``n`` things, in the singular for one."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def bytes_text(n: int) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from itertools import groupby
 
 from mnemon_sm.flows.hot.model import TARGETS
-from mnemon_sm.inspector.html import Html, join, table, tag, usage, when
+from mnemon_sm.inspector.html import Html, count, join, table, tag, usage, when
 from mnemon_sm.inspector.pages import Page
 from mnemon_sm.root import MemoryRoot
 
@@ -24,7 +24,7 @@ def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
     for target in TARGETS:
         used, limit = snapshot.usage[target]
         entries = snapshot.of(target)
-        parts.append(tag("h2", f"{FILES[target]} ({len(entries)} entries)"))
+        parts.append(tag("h2", f"{FILES[target]} ({count(len(entries), 'entry', 'entries')})"))
         parts.append(usage(f"{FILES[target]} usage", used, limit))
         parts.append(
             table(

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.long_term.service import SearchHit
-from mnemon_sm.inspector.html import Html, esc, join, table, tag
+from mnemon_sm.inspector.html import Html, count, esc, join, table, tag
 from mnemon_sm.inspector.pages import Page
 from mnemon_sm.root import MemoryRoot
 
@@ -103,11 +103,11 @@ def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
     body = join(
         [
             form,
-            tag("h2", f"{len(result.hits)} results for “{query}” ({result.mode})"),
-            tag("p", result.hint, class_="meta") if result.hint else Html(""),
+            tag("h2", f"{count(len(result.hits), 'result')} for “{query}” ({result.mode})"),
+            tag("p", f"Hint: {result.hint}", class_="meta") if result.hint else Html(""),
             table(
                 "Results, best first",
-                ("#", "Score", "Tier", "Insight", "Space", "Category", "Why it ranked", ""),
+                ("#", "Score", "Tier", "Insight", "Space", "Category", "Why it ranked", "Links"),
                 rows,
                 empty="Nothing relevant was found.",
             ),
