@@ -489,3 +489,26 @@ def test_without_the_extra_the_command_names_it_and_the_package_imports_neither(
         "[]",
     ]
     assert not (tmp_path / "r").exists()
+
+
+def test_long_lists_are_cut_and_say_so(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every page costs a bounded amount however much the root holds: long tables and graphs
+    are cut, nearest or newest first, and the page says where the rest is."""
+    from mnemon_sm.inspector.pages import documents, hot, spaces
+
+    monkeypatch.setattr(documents, "ROWS", 1)
+    monkeypatch.setattr(hot, "ROUNDS_SHOWN", 0)
+    monkeypatch.setattr(spaces, "DRAWN", 3)
+    monkeypatch.setattr(spaces, "LISTED", 2)
+    page = _ok(client, "/documents")
+    assert "The first 1 of 2" in page and page.count("<tr><td>1</td>") == 1
+    assert "rounds; `mnemon-sm hot history` lists them all" in text_of(_ok(client, "/"))
+    recall = _ok(client, "/recall?q=staging+deploys&limit=25")
+    link = re.findall(r'href="(/spaces/[^"]+/related/[^"]+)"', recall)[0]
+    graph = _ok(client, link)
+    source = text_of(graph.split('<pre class="mermaid">')[1].split("</pre>")[0])
+    assert len(re.findall(r"^\s+n\d+\[", source, re.M)) == 4  # the center and the nearest 3
+    table_part = graph.split("Related insights")[1]
+    assert table_part.count("<tr><td>") == 2

@@ -6,11 +6,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from mnemon_sm.flows.documents.rules import lru
-from mnemon_sm.inspector.html import bytes_text, join, table, tag, usage, when
+from mnemon_sm.inspector.html import Html, bytes_text, join, table, tag, usage, when
 from mnemon_sm.inspector.pages import Page
 from mnemon_sm.root import MemoryRoot
 
-__all__ = ["view"]
+__all__ = ["ROWS", "view"]
+
+ROWS = 500  # documents listed per table; the counts and the plan cover them all
+
+
+def _cut(n: int) -> Html:
+    if n <= ROWS:
+        return Html("")
+    return tag("p", f"The first {ROWS} of {n}; `mnemon-sm docs search` finds any.", class_="meta")
 
 
 def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
@@ -26,6 +34,7 @@ def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
     body = join(
         [
             tag("h2", f"Active ({len(ordered)})"),
+            _cut(len(ordered)),
             usage("Active documents against the plan", used, limit),
             tag(
                 "p",
@@ -48,11 +57,12 @@ def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
                         r.revision,
                         r.relative_path,
                     )
-                    for i, r in enumerate(ordered, 1)
+                    for i, r in enumerate(ordered[:ROWS], 1)
                 ),
                 empty="No active document.",
             ),
             tag("h2", f"Archived ({len(archived)})"),
+            _cut(len(archived)),
             table(
                 "Archived documents, newest first, with their cold reference",
                 ("Title", "Id", "Size", "Archived", "Cold path", "Reference in spaces", "Summary"),
@@ -66,7 +76,7 @@ def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
                         ", ".join(r.memory_body_ids),
                         r.archive_summary,
                     )
-                    for r in archived
+                    for r in archived[:ROWS]
                 ),
                 empty="No archived document.",
             ),

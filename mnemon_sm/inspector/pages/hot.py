@@ -14,6 +14,7 @@ from mnemon_sm.root import MemoryRoot
 __all__ = ["view"]
 
 FILES = {"user": "USER.md", "memory": "MEMORY.md"}
+ROUNDS_SHOWN = 20  # maintenance rounds on the page (the history keeps 64 or more)
 
 
 def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
@@ -55,8 +56,17 @@ def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
     history = root.hot.history()
     if not history:
         parts.append(tag("p", "No maintenance round has run.", class_="empty"))
-    for round_id, group in groupby(history, key=lambda item: item.round_id):
-        items = list(group)
+    rounds = [(r, list(g)) for r, g in groupby(history, key=lambda item: item.round_id)]
+    if len(rounds) > ROUNDS_SHOWN:
+        parts.append(
+            tag(
+                "p",
+                f"The newest {ROUNDS_SHOWN} of {len(rounds)} rounds; "
+                "`mnemon-sm hot history` lists them all.",
+                class_="meta",
+            )
+        )
+    for round_id, items in rounds[:ROUNDS_SHOWN]:
         first = items[0]
         removed = sum(1 for i in items if i.fate == "removed")
         parts.append(

@@ -8,7 +8,7 @@ from urllib.parse import quote, urlencode
 
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.long_term.service import RelatedItem
-from mnemon_sm.inspector.html import Cell, Html, bytes_text, esc, join, table, tag
+from mnemon_sm.inspector.html import Cell, Html, bytes_text, count, esc, join, table, tag
 from mnemon_sm.inspector.pages import Page
 from mnemon_sm.root import MemoryRoot
 
@@ -16,6 +16,8 @@ __all__ = ["graph_source", "related_view", "view"]
 
 LABEL_CHARS = 60  # characters of an insight drawn in a graph node
 FANOUT = 24  # first-hop insights whose own links are followed to draw the second hop
+DRAWN = 40  # insights drawn in a graph, nearest first
+LISTED = 200  # insights listed in the table beside it, nearest first
 
 
 def _entity_link(space: str, entity: str, count: int) -> Html:
@@ -111,9 +113,10 @@ def graph_source(
     items: tuple[RelatedItem, ...],
     parents: Mapping[str, tuple[str, str]],
 ) -> str:
-    """The Mermaid flowchart of ``center`` and what ``related`` reached from it: a first-hop
-    item hangs from the center, a farther one from the item ``parents`` names (id, edge
-    type), else from the center with a dotted line."""
+    """The Mermaid flowchart of ``center`` and what ``related`` reached from it (the nearest
+    :data:`DRAWN`): a first-hop item hangs from the center, a farther one from the item
+    ``parents`` names (id, edge type), else from the center with a dotted line."""
+    items = tuple(sorted(items, key=lambda i: i.hit.depth))[:DRAWN]
     ids = {center: "n0"}
     lines = ["flowchart LR", f"    {_node('n0', center_text)}", "    class n0 center"]
     for i, item in enumerate(items, 1):
@@ -137,7 +140,8 @@ def graph_source(
 def related_view(root: MemoryRoot, space: str, insight_id: str) -> Page:
     lt = root.long_term
     title = f"Related to {insight_id}"
-    items = lt.related(insight_id, space=space, depth=2)  # refused: the app's error page
+    reached = lt.related(insight_id, space=space, depth=2)  # refused: the app's error page
+    items = tuple(sorted(reached, key=lambda i: i.hit.depth))  # nearest first
     first = [i for i in items if i.hit.depth <= 1]
     farther = {i.hit.insight.id for i in items if i.hit.depth > 1}
     parents: dict[str, tuple[str, str]] = {}
@@ -161,13 +165,14 @@ def related_view(root: MemoryRoot, space: str, insight_id: str) -> Page:
                 href=f"/spaces/{quote(space, safe='')}/related/{quote(i.hit.insight.id, safe='')}",
             ),
         )
-        for i in items
+        for i in items[:LISTED]
     )
     body = join(
         [
             tag(
                 "p",
-                f"Space {space}: the insights reached by following links, two hops at most.",
+                f"Space {space}: the {count(len(items), 'insight')} reached by following links, "
+                f"two hops at most (the nearest {DRAWN} drawn, {LISTED} listed).",
                 class_="meta",
             ),
             Html('<figure><pre class="mermaid">')
