@@ -128,10 +128,11 @@ class Config:
         mnemon_path: the Mnemon executable to use. mnemon_timeout_ms: per CLI call.
         documents_active_limit: rendered bytes all active Documents may take (1 KiB..1 GiB);
             a document that does not fit makes the least recently used one archived.
-        audit: ``on`` appends every flow's transitions and outcomes to the root's audit log
-            (``audit/``: names and states, no user content); ``content`` also keeps an
-            error's message; ``off`` (the default, for now) writes none. A root whose writes
-            are disabled writes none either.
+        audit: ``on`` (the default) appends every flow's transitions and outcomes to the
+            root's audit log (``audit/``: names and states, no user content; about 1 MiB at
+            most, the oldest segments removed); ``content`` also keeps an error's message
+            (which may quote what the caller sent); ``off`` writes none. A root whose writes
+            are disabled writes none either (and makes no ``audit/`` directory).
         documents_index: ``auto`` (the default) is ``file`` for a root in a directory and
             ``journal`` for a root on PostgreSQL (no reader of ``index.json`` there but this
             library); ``file`` commits every document change by rewriting
@@ -174,7 +175,7 @@ class Config:
     documents_active_limit: int = attrs.field(
         default=DOCUMENTS_ACTIVE_LIMIT, validator=_between(*_DOCUMENTS_RANGE)
     )
-    audit: Audit = attrs.field(default="off", validator=_one_of("on", "off", "content"))
+    audit: Audit = attrs.field(default="on", validator=_one_of("on", "off", "content"))
     documents_index: DocumentIndex = attrs.field(
         default="auto", validator=_one_of("auto", "file", "journal")
     )

@@ -42,6 +42,7 @@ from mnemon_sm.ports import Ports
 from mnemon_sm.testing.faults import Fault, FaultInjector, SimulatedCrash, faulty_ports
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 from mnemon_sm.testing.memory import MemoryFiles, MemoryLocks, memory_ports
+from mnemon_sm.testing.snapshot import files_state
 
 WITHIN_LIMIT = "INV-DOC-1"
 LRU_ORDER = "INV-DOC-2"
@@ -323,10 +324,10 @@ def test_paths_leaving_the_workspace_are_refused_with_nothing_written(path: str)
     root.documents.create("Existing", "body")
     files = ports.files
     assert isinstance(files, MemoryFiles)
-    before = dict(files.files)
+    before = files_state(files.files)
     with pytest.raises(InvalidInput):
         root.documents.create("Doc", "body", source_paths=["ok.md", path], workspace="/w")
-    assert files.files == before, NOTHING_WRITTEN
+    assert files_state(files.files) == before, NOTHING_WRITTEN
 
 
 def test_symlinked_document_directories_and_files_are_never_followed() -> None:

@@ -40,6 +40,7 @@ from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.root import MemoryRoot
 from mnemon_sm.testing.longterm import MemoryLongTermStore, ScriptedWorkers
 from mnemon_sm.testing.memory import MemoryFiles, memory_ports
+from mnemon_sm.testing.snapshot import files_state
 from property_tests.threads import WorkerData
 
 RECALL_CAP_HOLDS = "INV-REC-1"  # recall never returns more than its limit (12 by default)
@@ -112,15 +113,15 @@ class World:
         return [s.id for s in self.root.long_term.spaces() if s.active]
 
     def snapshot(self, *, access_counts: bool = True) -> tuple[object, ...]:
-        """Every file's bytes and the fake store's whole state (optionally without the access
-        counts a read adds)."""
+        """Every file's bytes (the audit log's apart) and the fake store's whole state
+        (optionally without the access counts a read adds)."""
         data = copy.deepcopy(self.store.data)
         if not access_counts:
             for space in data.values():
                 space.insights = {
                     k: attrs.evolve(i, access_count=0) for k, i in space.insights.items()
                 }
-        return dict(self.files.files), data
+        return files_state(self.files.files), data
 
     def all_keys(self) -> set[tuple[str, str]]:
         return {(s, i) for s, space in self.store.data.items() for i in space.insights}

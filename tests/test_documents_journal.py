@@ -28,6 +28,7 @@ from mnemon_sm.flows.documents.journal import JOURNAL_PATH
 from mnemon_sm.flows.documents.model import INDEX_PATH, encode_index, parse_index
 from mnemon_sm.ports import Ports
 from mnemon_sm.testing.memory import MemoryFiles, MemoryIds, memory_ports
+from mnemon_sm.testing.snapshot import files_state
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "property_tests"))
 from test_document_properties import committed_records
@@ -141,7 +142,7 @@ def test_bad_bytes_in_a_complete_line_are_a_typed_error_and_change_nothing(bad: 
     doc = root.documents.create("A", "alpha").document
     files = files_of(ports)
     files.put(JOURNAL_PATH, files.files[JOURNAL_PATH] + bad)
-    before = dict(files.files)
+    before = files_state(files.files)
     fresh = MemoryRoot.open(ROOT, JOURNAL, ports=ports)
     for docs in (root.documents, fresh.documents):
         with pytest.raises(CorruptStore, match=r"index\.journal"):
@@ -151,7 +152,7 @@ def test_bad_bytes_in_a_complete_line_are_a_typed_error_and_change_nothing(bad: 
         with pytest.raises(CorruptStore):
             docs.update(doc.id, content="changed")
     fresh.close()  # a corrupt journal is never folded
-    assert files.files == before
+    assert files_state(files.files) == before
 
 
 def test_an_unsafe_path_in_a_journal_line_is_refused() -> None:
@@ -275,9 +276,9 @@ def test_closing_without_a_journal_takes_no_lock_and_writes_nothing() -> None:
     root.documents.create("A", "alpha")
     root.close()  # folds: no journal left
     again = MemoryRoot.open(ROOT, JOURNAL, ports=ports)
-    before = dict(files_of(ports).files)
+    before = files_state(files_of(ports).files)
     start = len(log.calls)
     again.close()
     names = {c.name for c in log.calls[start:]}
     assert "locks.acquire" not in names and "files.write_temp" not in names, names
-    assert files_of(ports).files == before
+    assert files_state(files_of(ports).files) == before

@@ -30,6 +30,7 @@ from mnemon_sm.flows.hot.model import LOCK_NAME, SOURCE_PATH, parse_source
 from mnemon_sm.flows.hot.rules import check_request
 from mnemon_sm.testing.faults import Fault, FaultInjector, RaisingPort, faulty_ports
 from mnemon_sm.testing.memory import CallLog, MemoryFiles, memory_ports
+from mnemon_sm.testing.snapshot import files_state
 from tests._flow_probe import flow_probe
 
 FLOW = "hot_memory_mutation"
@@ -120,14 +121,14 @@ def test_committed_add_decides_and_commits_again() -> None:
 def test_committed_duplicate_add_goes_to_ready_without_writing() -> None:
     root, ports, log = open_root()
     root.hot.add("memory", "Project uses pnpm workspaces")
-    before = dict(ports.files.files)
+    before = files_state(ports.files.files)
     log.clear()
     receipt = root.hot.add("memory", "  Project uses\tpnpm workspaces ")
     assert receipt.message == "Entry already exists (no duplicate added)."
     assert receipt.added == "Project uses pnpm workspaces"
     assert root._flow.state == "ready"
     assert "files.write_temp" not in log.names()
-    assert ports.files.files == before
+    assert files_state(ports.files.files) == before
     # Decided and unlocked in deciding (the is_duplicate edge): nothing ran in committed.
     assert {c.state for c in log.calls} == {"deciding"}
     assert log.names()[-1] == "locks.release"
@@ -147,12 +148,12 @@ def test_committed_rejection_goes_to_ready_and_writes_nothing(prepare, call, err
     root.hot.add("memory", "seed entry")
     for text in prepare:
         root.hot.add("memory", text)
-    before = dict(ports.files.files)
+    before = files_state(ports.files.files)
     log.clear()
     with pytest.raises(error):
         call(root.hot)
     assert root._flow.state == "ready"
-    assert ports.files.files == before
+    assert files_state(ports.files.files) == before
     assert log.names()[-1] == "locks.release"
     assert not ports.locks.held
     # The is_rejected edge releases the lock itself: nothing ran in committed.
@@ -183,13 +184,13 @@ def test_ready_rejection_goes_through_deciding_back_to_ready() -> None:
 )
 def test_invalid_input_is_refused_by_the_validators_before_any_port_call(call) -> None:
     root, ports, log = open_root()
-    before = dict(ports.files.files)
+    before = files_state(ports.files.files)
     log.clear()
     with pytest.raises(InvalidInput):
         call(root.hot)
     assert log.calls == []
     assert root._flow.state == "ready"
-    assert ports.files.files == before
+    assert files_state(ports.files.files) == before
 
 
 def test_read_only_refuses_every_mutation_before_touching_anything() -> None:
@@ -267,7 +268,7 @@ def test_an_exception_while_deciding_leaves_the_machine_at_rest_and_unlocked(
 ) -> None:
     root, ports, log, raising = raising_root("clock", "now_ms", error)
     root.hot.add("user", "first")
-    before = dict(ports.files.files)
+    before = files_state(ports.files.files)
     log.clear()
     raising.armed = True
     with pytest.raises(type(error)) as caught:
@@ -276,7 +277,7 @@ def test_an_exception_while_deciding_leaves_the_machine_at_rest_and_unlocked(
     assert root._flow.state == rest
     assert log.names() == ["locks.acquire", "files.read", "locks.release"]
     assert [c.state for c in log.calls] == ["deciding", "deciding", unlocked_in]
-    assert not ports.locks.held and ports.files.files == before
+    assert not ports.locks.held and files_state(ports.files.files) == before
     assert root.hot.add("user", "second").entry_count == 2
 
 

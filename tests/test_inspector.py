@@ -271,12 +271,14 @@ def test_the_flows_pages_show_the_audit_log_and_each_state_where_a_flow_stands(
         assert "idle → planning on create" in overview
         page = _ok(client, "/flows/document_mutation")
         assert "class planning busy" in page
-        # the demo's last hot-memory operation: its outcome line, read from the file
+        # the demo's hot-memory flow, read from the file: its last line is the close
         lines = [json.loads(x) for x in segment.read_text().splitlines() if x.strip()]
-        last = [x for x in lines if x["flow"] == "hot_memory_mutation" and "outcome" in x][-1]
-        assert last["state"] in load_flow("hot_memory_mutation").spec.resting
+        mine = [x for x in lines if x["flow"] == "hot_memory_mutation"]
+        assert (mine[-1]["event"], mine[-1]["to"]) == ("close", "closed")
+        assert "closed" in load_flow("hot_memory_mutation").spec.resting
+        last = [x for x in mine if "outcome" in x][-1]
         hot = _ok(client, "/flows/hot_memory_mutation")
-        assert re.search(rf"class ([a-z_]+,)*{last['state']}(,[a-z_]+)* resting", hot)
+        assert re.search(r"class ([a-z_]+,)*closed(,[a-z_]+)* resting", hot)
         assert f"{last['event']} answered {last['outcome']}" in text_of(hot)
         assert 'http-equiv="refresh"' in _ok(client, "/flows?live=1")
     finally:

@@ -40,6 +40,7 @@ from mnemon_sm.testing.embed import FakeEmbedder
 from mnemon_sm.testing.longterm import ScriptedWorkers
 from mnemon_sm.testing.maintenance import held_run_data
 from mnemon_sm.testing.memory import memory_ports
+from mnemon_sm.testing.snapshot import files_state
 from mnemon_sm.testing.wrap import RecordedPort
 
 from ._flow_probe import assert_pure, calls_by_state, flow_probe, port_gaps
@@ -78,7 +79,7 @@ def seeded(
 def snapshot(ports: Any) -> tuple[Any, ...]:
     store = ports.long_term
     data = {k: (dict(v.insights), dict(v.deleted), dict(v.edges)) for k, v in store.data.items()}
-    return dict(ports.files.files), data
+    return files_state(ports.files.files), data
 
 
 # -- recall ------------------------------------------------------------------------------

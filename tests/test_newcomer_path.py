@@ -8,6 +8,7 @@ errors as JSON, a replay that leaves the live root alone, ``specs render --out``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 from pathlib import Path
@@ -61,6 +62,17 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _targets(under: Path) -> list[str]:
+    """What this process's open descriptors point to under ``under`` (files, directories)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(str(under)):
+                found.append(target)
+    return found
+
+
 def _use_and_close(path: Path) -> None:
     root = MemoryRoot.open(path, Config(long_term_store="embedded", durability="off"))
     root.hot.add("user", "User prefers concise replies")
@@ -76,7 +88,10 @@ def test_closing_a_root_releases_every_descriptor(tmp_path: Path) -> None:
     before = _open_fds()
     for n in range(100):
         _use_and_close(tmp_path / str(n))
-    assert _open_fds() == before
+    # Nothing under the roots stays open. (The process's count may also move with what
+    # other threads of a test worker open or close, so it is bounded, not compared exactly.)
+    assert _targets(tmp_path) == []
+    assert _open_fds() <= before
 
 
 def test_a_store_passed_in_stays_open_after_close(tmp_path: Path) -> None:

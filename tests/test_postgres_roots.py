@@ -3,7 +3,8 @@
 The oracle is a twin: the same calls, with the same clock and ids, on a root in a directory
 (real file adapters) and on a root on a real PostgreSQL server (the test suite starts it:
 ``postgres_cluster`` in ``conftest.py``). Every answer (receipt, result or error type) must be
-the same, and so must every file either root holds, byte for byte.
+the same, and so must every file of the memory either root holds, byte for byte, and every
+record of their audit logs (whose run ids are the writing process's own).
 """
 
 from __future__ import annotations
@@ -13,15 +14,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from mnemon_sm import Config, MemoryRoot
 from mnemon_sm.adapters.postgres import PgBackend
 from mnemon_sm.adapters.real import RealFiles, RealLocks
 from mnemon_sm.errors import MnemonError, StorageError
+from mnemon_sm.flows.audit import AuditRecord, read_audit
 from mnemon_sm.ports import Files, Ports
 from mnemon_sm.testing.memory import FakeClock, MemoryIds
 from mnemon_sm.testing.pg_cluster import Cluster
+from mnemon_sm.testing.snapshot import files_state
 
 _names = itertools.count()
 
@@ -49,6 +53,12 @@ def _is_dir(files: Files, path: str) -> bool:
     except StorageError:
         return True
     return False
+
+
+def _runs_renamed(records: list[AuditRecord]) -> list[AuditRecord]:
+    """``records`` with each run id replaced by its rank of first appearance."""
+    ranks: dict[str, str] = {"-": "-"}
+    return [attrs.evolve(r, run=ranks.setdefault(r.run, str(len(ranks)))) for r in records]
 
 
 def _answer(call: Callable[[], Any]) -> object:
@@ -118,16 +128,21 @@ def test_a_postgres_root_answers_and_stores_what_a_directory_root_does(
         pg_root.close()
         dir_root.close()
         # A directory root's locks are files (flock, the reference's lock file); a
-        # PostgreSQL root's are advisory locks: every other file is the same.
+        # PostgreSQL root's are advisory locks: every other file of the memory is the same.
         expected = {
             path: data
-            for path, data in _tree(in_dir.files).items()
+            for path, data in files_state(_tree(in_dir.files)).items()
             if not path.endswith((".lock", ".flock"))
         }
         assert "runtime/memories.json" in expected and "runtime/MEMORY.md" in expected
         assert any(path.startswith("documents/") for path in expected)
         assert any(path.startswith("state/") for path in expected)
-        assert _tree(on_pg.files) == expected
+        assert files_state(_tree(on_pg.files)) == expected
+        # The audit logs tell the same story; only the run ids (a process's own) differ.
+        logged = [_runs_renamed(read_audit(p.files, 10_000)) for p in (on_pg, in_dir)]
+        assert logged[0] == logged[1]
+        refused = {"NoMatch", "AmbiguousMatch", "InvalidInput"}
+        assert refused | {"ok", "CapacityExceeded"} <= {r.outcome for r in logged[0]}
     finally:
         backend.close()
 

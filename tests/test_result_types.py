@@ -37,6 +37,7 @@ JSON_BY_DESIGN = {
     ("AgentTools", "to_anthropic"),
     ("AgentTools", "to_mcp"),
     ("AgentLifecycle", "status"),
+    ("MemoryRoot", "agent_status"),  # the same status, read as persisted
     ("AgentLifecycle", "pre_step"),
     ("HotSnapshot", "to_json"),
 }

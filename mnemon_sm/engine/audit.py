@@ -50,4 +50,5 @@ class AuditListener:
         name = getattr(event, "id", event)
         name = "" if name is None else str(name)  # an eventless transition
         to = source.id if target is None else target.id
-        sink.transition(context.audit_run or "-", self._flow, str(source.id), name, str(to))
+        run = context.audit_run or sink.new_run()  # a transition outside a caller event
+        sink.transition(run, self._flow, str(source.id), name, str(to))

@@ -32,6 +32,7 @@ class FlowContext:
         """``state``: a persisted state to resume in (its entry actions do not run again);
         None enters the initial state."""
         self.state: str | None = state  # the machine writes its state value here
+        self.audit_run = None  # an attribute from the start: a request adds none
         self._result: Any = None
         self._error: MnemonError | None = None
         self._machine: Machine = start(self.FLOW, self)
@@ -66,7 +67,13 @@ class FlowContext:
         sink.outcome(run, self.FLOW, event, kind, str(self.state), detail)
 
     def close(self) -> None:
-        send(self._machine, self.FLOW, "close")
+        sink = self.audit
+        if sink is not None:  # the close's transitions are one run of their own
+            self.audit_run = sink.new_run()
+        try:
+            send(self._machine, self.FLOW, "close")
+        finally:
+            self.audit_run = None
 
     def conclude(self) -> None:
         """Called when the machine is back at rest after a caller event, before the result is

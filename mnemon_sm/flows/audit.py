@@ -146,6 +146,7 @@ class AuditLog:
         self._content = content
         self._lines: list[str] = []
         self._oldest = 0  # clock reading of the oldest buffered line
+        self._at = 0  # the last clock reading
         self._guard = threading.Lock()
         self._flushing = threading.Lock()
         self._prefix = f"{os.getpid():x}{secrets.token_hex(2)}"
@@ -162,7 +163,7 @@ class AuditLog:
 
     def transition(self, run: str, flow: str, source: str, event: str, target: str) -> None:
         tail = self._encoded({"flow": flow, "from": source, "event": event, "to": target})
-        at = self._clock.now_ms()
+        at = self._now()
         self._add(at, f'{{"at":{at},"run":"{run}",{tail}')  # run ids are ours: hex, "-"
 
     def outcome(
@@ -173,12 +174,20 @@ class AuditLog:
             tail = _json({**fields, "detail": detail})[1:]
         else:
             tail = self._encoded(fields)
-        at = self._clock.now_ms()
+        at = self._now()
         self._add(at, f'{{"at":{at},"run":"{run}",{tail}')
         with self._guard:
             due = len(self._lines) >= FLUSH_LINES or at - self._oldest >= FLUSH_MS
         if due:
             self.flush()
+
+    def _now(self) -> int:
+        """The clock's reading; when the clock fails, the last one (a sink never raises)."""
+        try:
+            self._at = self._clock.now_ms()
+        except (MnemonError, OSError) as exc:
+            _LOG.warning("audit clock not read: %s", exc)
+        return self._at
 
     def _encoded(self, fields: dict[str, str]) -> str:
         """``fields`` as the end of a JSON object (no opening brace); names repeat, so each

@@ -1,6 +1,10 @@
 """Fault injection for any port bundle: fail a call, or crash before or after it.
 
-Calls are numbered across every port of the bundle in the order they happen (0, 1, 2, ...).
+Calls are numbered across every port of the bundle in the order they happen (0, 1, 2, ...),
+the root's audit log's apart: those pass through unnumbered and never fail (they are listed in
+:attr:`FaultInjector.audit_names`), so a call number means the same call whether the audit log is
+on or off, and a fault planned for a flow's call lands on that call. (The audit log's own
+failures are ``tests/test_audit.py``'s business: they are logged, never an operation's.)
 A :class:`Fault` names a call number and what happens there:
 
 - ``fail``: the call raises ``error`` (a ``StorageError`` by default) and has no effect;
@@ -10,9 +14,9 @@ A :class:`Fault` names a call number and what happens there:
   lost acknowledgement).
 
 ``SimulatedCrash`` derives from ``BaseException`` so no ``except Exception`` in production code
-can swallow it. After a crash the injector is dead: every further call raises it again, as a
-dead process makes no more calls. Tests then reopen the storage (a new root on the same inner
-ports, with the locks released as the kernel would).
+can swallow it. After a crash the injector is dead: every further call (the audit log's too)
+raises it again, as a dead process makes no more calls. Tests then reopen the storage (a new
+root on the same inner ports, with the locks released as the kernel would).
 
 :class:`RaisingPort` injects the other kind of fault: an error the library does not expect
 (a ``RuntimeError``, a ``KeyError``, a ``KeyboardInterrupt``) from one named method, chosen by
@@ -29,6 +33,7 @@ import attrs
 
 from mnemon_sm.errors import StorageError
 from mnemon_sm.ports import Ports
+from mnemon_sm.testing.calls import by_audit_log
 from mnemon_sm.testing.wrap import PortProxy
 
 __all__ = [
@@ -63,10 +68,14 @@ class FaultInjector:
         self.count = 0
         self.crashed = False
         self.names: list[str] = []
+        self.audit_names: list[str] = []  # the audit log's calls, not numbered
 
     def call(self, name: str, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         if self.crashed:
             raise SimulatedCrash(f"{name} called after the process crashed")
+        if by_audit_log():
+            self.audit_names.append(name)
+            return fn(*args, **kwargs)
         index = self.count
         self.count += 1
         self.names.append(name)

@@ -2,8 +2,8 @@
 
 - :func:`seed` writes ``memories.json`` directly (fast, any entries), so a test can start from
   a full target without going through hundreds of adds.
-- :func:`world` captures every file of an in-memory root and the whole content of its
-  in-memory long-term store: "nothing changed" means equal worlds.
+- :func:`world` captures every file of an in-memory root (its audit log apart) and the whole
+  content of its in-memory long-term store: "nothing changed" means equal worlds.
 - :func:`archive_script` is an archiver a test can corrupt: it remembers every entry through
   the tool box (staged) and maps each index to the id the remember returned.
 - :func:`takeover_script` is a hostile compactor of a valid shape: it replaces every entry
@@ -26,6 +26,7 @@ from mnemon_sm.ports import Ports
 from mnemon_sm.ports.workers import ToolBox, WorkerRequest
 from mnemon_sm.testing.longterm import MemoryLongTermStore
 from mnemon_sm.testing.memory import MemoryFiles
+from mnemon_sm.testing.snapshot import files_state
 from mnemon_sm.text import iso_ms
 
 __all__ = [
@@ -50,14 +51,15 @@ def seed(ports: Ports, entries: Sequence[tuple[Target, str, str]]) -> HotStore:
 
 
 def world(ports: Ports) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """Every file and every long-term record (active and forgotten insights, edges)."""
+    """Every file (the audit log's apart, see :mod:`~mnemon_sm.testing.snapshot`) and every
+    long-term record (active and forgotten insights, edges)."""
     files, store = ports.files, ports.long_term
     assert isinstance(files, MemoryFiles) and isinstance(store, MemoryLongTermStore)
     long_term = {
         space: (dict(s.insights), dict(s.deleted), dict(s.edges))
         for space, s in store.data.items()
     }
-    return dict(files.files), long_term
+    return files_state(files.files), long_term
 
 
 def insight_contents(ports: Ports) -> dict[str, list[str]]:
