@@ -47,6 +47,25 @@ def seed(path: Path) -> Path:
     return path
 
 
+#: The last line of a process that died inside a document step (its flow stands in flight).
+IN_FLIGHT = {
+    "at": 2**41,
+    "run": "dead00-3",
+    "flow": "document_mutation",
+    "from": "idle",
+    "event": "create",
+    "to": "planning",
+}
+
+
+def died_in_a_step(path: Path) -> Path:
+    """Append :data:`IN_FLIGHT` to the root's newest audit segment; that segment."""
+    segment = sorted((path / "audit").glob("transitions.*.jsonl"))[-1]
+    with segment.open("a") as fh:
+        fh.write("\n" + json.dumps(IN_FLIGHT) + "\n")
+    return segment
+
+
 @pytest.fixture(scope="module")
 def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return seed(tmp_path_factory.mktemp("inspect") / "root")
@@ -251,17 +270,7 @@ def test_the_flows_pages_show_the_audit_log_and_each_state_where_a_flow_stands(
     tmp_path: Path,
 ) -> None:
     path = seed(tmp_path / "root")
-    segment = sorted((path / "audit").glob("transitions.*.jsonl"))[-1]
-    crashed = {
-        "at": 2**41,
-        "run": "dead00-3",
-        "flow": "document_mutation",
-        "from": "idle",
-        "event": "create",
-        "to": "planning",
-    }
-    with segment.open("a") as fh:  # a process that died in a step: its last line
-        fh.write("\n" + json.dumps(crashed) + "\n")
+    segment = died_in_a_step(path)
     assert "planning" in load_flow("document_mutation").spec.state_defs
     root = open_read_only(path, CONFIG)
     try:

@@ -6,7 +6,6 @@ as test artifacts under ``$MNEMON_SM_ARTIFACTS`` (default ``build/test-artifacts
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 from mnemon_sm.engine.spec import flow_names
 from mnemon_sm.inspector import Running, open_read_only
 from mnemon_sm.testing.browser import ACCESSIBILITY_JS, FLAGS, chromium_path
-from tests.test_inspector import CONFIG, HOSTILE, seed, tree
+from tests.test_inspector import CONFIG, HOSTILE, died_in_a_step, seed, tree
 
 ARTIFACTS = Path(os.environ.get("MNEMON_SM_ARTIFACTS", "build/test-artifacts")) / "inspector"
 PAGES = (
@@ -29,22 +28,12 @@ PAGES = (
     ("/agents", "Agents", "agents"),
     ("/flows", "Live flows", "live-flows"),
 )
-IN_FLIGHT = {
-    "at": 2**41,
-    "run": "dead00-3",
-    "flow": "document_mutation",
-    "from": "idle",
-    "event": "create",
-    "to": "planning",
-}
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     path = seed(tmp_path_factory.mktemp("browser") / "root")
-    segment = sorted((path / "audit").glob("transitions.*.jsonl"))[-1]
-    with segment.open("a") as fh:  # a process that died inside a document step
-        fh.write("\n" + json.dumps(IN_FLIGHT) + "\n")
+    died_in_a_step(path)
     root = open_read_only(path, CONFIG)
     try:
         with Running(root) as running:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mnemon_sm.cli.support import missing_extra, root_arg
+from mnemon_sm.cli.support import missing_extra, root_option
 from mnemon_sm.config import Config
 
 __all__ = ["EXTRA_HINT", "register"]
@@ -28,12 +28,7 @@ EXTRA_HINT = "pip install 'mnemon-sm[inspect]'"
 def register(commands: Any, default_root: Callable[[], Path | str]) -> None:
     """Add ``inspect`` to ``commands`` (an argparse subparsers object)."""
     parser = commands.add_parser("inspect", help="browse the root in a read-only web app")
-    parser.add_argument(
-        "--root",
-        dest="inspect_root",
-        type=root_arg,
-        help="storage root (default: the global --root, $MNEMON_DATA_DIR or ~/.mnemon)",
-    )
+    root_option(parser, "inspect_root")
     parser.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8377, help="port (default 8377)")
     parser.add_argument(

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from mnemon_sm.cli.support import ProgressBar, missing_extra, root_arg
+from mnemon_sm.cli.support import ProgressBar, missing_extra, root_option
 from mnemon_sm.config import Config
 from mnemon_sm.root import MemoryRoot
 
@@ -33,12 +33,7 @@ def register(
 ) -> None:
     """Add ``mcp`` to ``commands`` (an argparse subparsers object)."""
     parser = commands.add_parser("mcp", help="serve the memory to MCP clients (stdio or HTTP)")
-    parser.add_argument(
-        "--root",
-        dest="mcp_root",
-        type=root_arg,
-        help="storage root (default: the global --root, $MNEMON_DATA_DIR or ~/.mnemon)",
-    )
+    root_option(parser, "mcp_root")
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="http: address (default 127.0.0.1)")
     parser.add_argument(

@@ -23,6 +23,7 @@ __all__ = [
     "command",
     "missing_extra",
     "read_text",
+    "root_option",
 ]
 
 Opener = Callable[[argparse.Namespace], MemoryRoot]
@@ -123,6 +124,17 @@ def directory_root(root: Path | str, command: str) -> Path:
     if isinstance(root, str):
         raise InvalidInput(f"{command} works on a root in a directory, not on {redacted(root)}")
     return root
+
+
+def root_option(parser: argparse.ArgumentParser, dest: str) -> None:
+    """``--root`` given after a command (``mnemon-sm mcp --root R``, as clients write it),
+    into ``dest``, the global ``--root`` being the fallback."""
+    parser.add_argument(
+        "--root",
+        dest=dest,
+        type=root_arg,
+        help="storage root (default: the global --root, $MNEMON_DATA_DIR or ~/.mnemon)",
+    )
 
 
 def missing_extra(exc: ImportError, what: str, hint: str) -> InvalidConfig:
