@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from starlette.testclient import TestClient
@@ -195,6 +196,12 @@ def test_spaces_documents_and_agents_show_what_the_api_reads(
     assert shown == [r.id for r in expected]
     for record in archived:
         assert record.relative_path in documents_page and record.archive_summary is not None
+        for space in record.memory_body_ids:  # its cold reference, found by a recall there
+            query = urlencode({"q": record.title, "space": space})
+            assert f'href="/recall?{esc(query)}"' in documents_page
+            found = text_of(_ok(client, f"/recall?{query}"))
+            assert f'Archived document "{record.title}"' in found
+            assert Path(record.relative_path).name in found
     total = sum(r.size_bytes for r in active)
     assert f'value="{total}"' in documents_page and 'max="6144"' in documents_page
     assert agents == ("demo-agent",)

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import urlencode
 
+from mnemon_sm.flows.documents.model import DocumentRecord
 from mnemon_sm.flows.documents.rules import lru
 from mnemon_sm.inspector.html import Html, bytes_text, join, table, tag, usage, when
 from mnemon_sm.inspector.pages import Page
@@ -13,6 +15,15 @@ from mnemon_sm.root import MemoryRoot
 __all__ = ["ROWS", "view"]
 
 ROWS = 500  # documents listed per table; the counts and the plan cover them all
+
+
+def _references(record: DocumentRecord) -> Html:
+    """Each space holding the document's cold reference, as a recall of its title there."""
+    links = (
+        tag("a", space, href="/recall?" + urlencode({"q": record.title, "space": space}))
+        for space in record.memory_body_ids
+    )
+    return Html(", ".join(links))  # each link is escaped markup
 
 
 def _cut(n: int) -> Html:
@@ -73,7 +84,7 @@ def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
                         bytes_text(r.size_bytes),
                         when(r.archived_at),
                         r.relative_path,
-                        ", ".join(r.memory_body_ids),
+                        _references(r),
                         r.archive_summary,
                     )
                     for r in archived[:ROWS]
