@@ -562,6 +562,17 @@ def test_a_stopping_turn_with_recording_off_still_aborts_a_running_review() -> N
     assert lc.state == "idle" and finished.wait(10)
 
 
+def test_a_turn_stopped_again_below_the_threshold_aborts_a_running_review() -> None:
+    """The same turn stopping again with its final, smaller tool events (they are set, not
+    added) leaves the activity below the threshold: the review is aborted and the agent rests
+    idle with no deadline. (Spec: ``reviewing`` #3 on ``turn_stopping``.)"""
+    lc, _, _, finished = hanging_review()
+    lc.turn_stopping(1, [])
+    assert lc.state == "idle" and finished.wait(10)
+    assert lc.deadline_ms is None and not lc.score.eligible
+    assert lc.score.tool_results == 0 and lc.score.turns == 1
+
+
 def test_a_stale_review_result_arriving_in_deferred_is_dropped() -> None:
     import threading
 
