@@ -1,4 +1,4 @@
-"""The inspector's ASGI app (Starlette), and :func:`serve`, which runs it with uvicorn.
+"""The inspector's ASGI app (Starlette); :mod:`.serve` runs it with uvicorn.
 
 Read-only by construction: it is given a root opened with ``write_enabled = false`` (so a
 search counts no access, the audit log is not written and no lifecycle is saved), it answers
@@ -17,7 +17,6 @@ import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.applications import Starlette
@@ -57,7 +56,8 @@ HEADERS = {
     "cache-control": "no-store",
 }
 
-View = Callable[[MemoryRoot, Mapping[str, str]], Page]
+#: A page: what it shows for the request's query and path parameters; None: no such page.
+View = Callable[[MemoryRoot, Mapping[str, str]], Page | None]
 
 
 def is_loopback(host: str) -> bool:
@@ -185,59 +185,36 @@ def create_app(
 
     def handler(view: View, nav: str) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            params = dict(request.query_params)
+            params = {**request.query_params, **request.path_params}
             try:
-                found = await _threaded(view, root, params)
+                found = await run_in_threadpool(view, root, params)  # reads: locks, I/O
             except MnemonError as exc:
                 return _error(root, nav, 400, f"{type(exc).__name__}: {exc}")
-            return _with_nav(root, found, nav)
+            if found is None:
+                return _error(root, nav, 404, "There is no such page.")
+            return HTMLResponse(
+                page(
+                    found.title,
+                    nav,
+                    found.body,
+                    location=shown_location(root.location),
+                    refresh=found.refresh,
+                    diagrams=found.diagrams,
+                )
+            )
 
         return endpoint
-
-    async def related(request: Request) -> Response:
-        space, insight = request.path_params["space"], request.path_params["insight"]
-        try:
-            found = await _threaded(lambda r, _: spaces.related_view(r, space, insight), root, {})
-        except MnemonError as exc:
-            return _error(root, "/spaces", 400, f"{type(exc).__name__}: {exc}")
-        return _with_nav(root, found, "/spaces")
-
-    async def flow(request: Request) -> Response:
-        name = request.path_params["flow"]
-        params = dict(request.query_params)
-        found = await _threaded(lambda r, p: flows.flow_view(r, name, p), root, params)
-        if found is None:
-            return _error(root, "/flows", 404, f"No flow is named {name!r}.")
-        return _with_nav(root, found, "/flows")
 
     routes = [
         Route("/", handler(hot.view, "/")),
         Route("/recall", handler(recall.view, "/recall")),
         Route("/spaces", handler(spaces.view, "/spaces")),
-        Route("/spaces/{space}/related/{insight}", related),
+        Route("/spaces/{space}/related/{insight}", handler(spaces.related_view, "/spaces")),
         Route("/documents", handler(documents.view, "/documents")),
         Route("/agents", handler(agents.view, "/agents")),
         Route("/flows", handler(flows.view, "/flows")),
-        Route("/flows/{flow}", flow),
+        Route("/flows/{flow}", handler(flows.flow_view, "/flows")),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     middleware = [Middleware(_Guard, token=token, hosts=hosts)]
     return Starlette(routes=routes, middleware=middleware)
-
-
-async def _threaded(view: Callable[[MemoryRoot, Any], Any], root: MemoryRoot, params: Any) -> Any:
-    """Run a page's reads on a worker thread (they take the root's locks and do I/O)."""
-    return await run_in_threadpool(view, root, params)
-
-
-def _with_nav(root: MemoryRoot, found: Page, nav: str) -> HTMLResponse:
-    return HTMLResponse(
-        page(
-            found.title,
-            nav,
-            found.body,
-            location=shown_location(root.location),
-            refresh=found.refresh,
-            diagrams=found.diagrams,
-        )
-    )

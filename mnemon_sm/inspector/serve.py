@@ -26,7 +26,8 @@ def open_read_only(root: str | Path, config: Config | None = None) -> MemoryRoot
     return MemoryRoot.open(root, attrs.evolve(config or Config(), write_enabled=False))
 
 
-def _hosts(host: str, token: str | None) -> tuple[str, ...]:
+def _hosts(host: str) -> tuple[str, ...]:
+    """The names a request's ``Host`` header may give for a server bound to ``host``."""
     if is_loopback(host):
         return LOOPBACK
     return ("*",) if host in ("0.0.0.0", "::") else (host,)
@@ -60,7 +61,7 @@ def serve(
     """Serve ``root``'s inspector until interrupted; ``announce`` is told the URL once the
     server listens."""
     check_bind(host, token)
-    app = create_app(root, token=token, hosts=_hosts(host, token))
+    app = create_app(root, token=token, hosts=_hosts(host))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = _Server(config)
     if announce is not None:

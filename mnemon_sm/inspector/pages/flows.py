@@ -101,8 +101,9 @@ def view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
     return Page("Live flows", body, refresh=_refresh(params))
 
 
-def flow_view(root: MemoryRoot, name: str, params: Mapping[str, str]) -> Page | None:
-    """The page of flow ``name``; None when there is no such flow."""
+def flow_view(root: MemoryRoot, params: Mapping[str, str]) -> Page | None:
+    """The page of flow ``params["flow"]``; None when there is no such flow."""
+    name = params["flow"]
     spec = _specs().get(name)
     if spec is None:
         return None

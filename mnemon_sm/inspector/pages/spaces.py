@@ -137,7 +137,9 @@ def graph_source(
     return "\n".join(lines)
 
 
-def related_view(root: MemoryRoot, space: str, insight_id: str) -> Page:
+def related_view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
+    """The related graph of insight ``params["insight"]`` in space ``params["space"]``."""
+    space, insight_id = params["space"], params["insight"]
     lt = root.long_term
     title = f"Related to {insight_id}"
     reached = lt.related(insight_id, space=space, depth=2)  # refused: the app's error page
