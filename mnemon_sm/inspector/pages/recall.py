@@ -4,12 +4,12 @@ and why it ranked. The inspector's root is read-only, so a search counts no acce
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import quote
 
 from mnemon_sm.errors import MnemonError
 from mnemon_sm.flows.long_term.service import SearchHit
 from mnemon_sm.inspector.html import Html, count, esc, join, table, tag
 from mnemon_sm.inspector.pages import Page
+from mnemon_sm.inspector.pages.spaces import related_href
 from mnemon_sm.root import MemoryRoot
 
 __all__ = ["view"]
@@ -31,7 +31,7 @@ def _why(hit: SearchHit) -> str:
 
 
 def _related_link(hit: SearchHit) -> Html:
-    href = f"/spaces/{quote(hit.space_id, safe='')}/related/{quote(hit.insight.id, safe='')}"
+    href = related_href(hit.space_id, hit.insight.id)
     return tag("a", "related", href=href, aria_label=f"Related to insight {hit.insight.id}")
 
 

@@ -12,12 +12,17 @@ from mnemon_sm.inspector.html import Cell, Html, bytes_text, count, esc, join, t
 from mnemon_sm.inspector.pages import Page
 from mnemon_sm.root import MemoryRoot
 
-__all__ = ["graph_source", "related_view", "view"]
+__all__ = ["graph_source", "related_href", "related_view", "view"]
 
 LABEL_CHARS = 60  # characters of an insight drawn in a graph node
 FANOUT = 24  # first-hop insights whose own links are followed to draw the second hop
 DRAWN = 40  # insights drawn in a graph, nearest first
 LISTED = 200  # insights listed in the table beside it, nearest first
+
+
+def related_href(space: str, insight_id: str) -> str:
+    """The address of an insight's related graph."""
+    return f"/spaces/{quote(space, safe='')}/related/{quote(insight_id, safe='')}"
 
 
 def _entity_link(space: str, entity: str, count: int) -> Html:
@@ -164,7 +169,7 @@ def related_view(root: MemoryRoot, params: Mapping[str, str]) -> Page:
             tag(
                 "a",
                 i.hit.insight.id,
-                href=f"/spaces/{quote(space, safe='')}/related/{quote(i.hit.insight.id, safe='')}",
+                href=related_href(space, i.hit.insight.id),
             ),
         )
         for i in items[:LISTED]
