@@ -4,7 +4,7 @@ Three roots in directories, pre-filled like ``benchmarks/hot_memory.py``'s, run 
 rounds (add -> replace -> remove, each operation several transitions and one outcome in the
 log) interleaved in blocks, at durability ``full`` (the default) and ``normal``: ``bare``, whose
 machines were started without the engine's audit hook (what the library cost before the audit
-log existed), ``off`` (the hook there, no log: the default) and ``on``. A ratio is the median of
+log existed), ``off`` (the hook there, no log) and ``on`` (the default). A ratio is the median of
 the per-block ratios of ops/s over ``bare``; the log's own I/O (one append per 64 lines or per
 second) is included, the rotation of its segments too.
 
