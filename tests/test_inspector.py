@@ -530,3 +530,29 @@ def test_long_lists_are_cut_and_say_so(
     assert len(re.findall(r"^\s+n\d+\[", source, re.M)) == 4  # the center and the nearest 3
     table_part = graph.split("Related insights")[1]
     assert table_part.count("<tr><td>") == 2
+
+
+def test_a_corrupt_source_or_a_torn_audit_tail_leaves_the_other_pages_usable(
+    tmp_path: Path,
+) -> None:
+    """Bad bytes in ``memories.json`` make the hot-memory page an error page (a typed error,
+    400), not a crash; a torn last audit line (a power loss) is skipped; every other page
+    answers, and nothing is written."""
+    path = seed(tmp_path / "root")
+    (path / "runtime" / "memories.json").write_bytes(b'{"version": 1, "entr\xff')
+    segment = sorted((path / "audit").glob("transitions.*.jsonl"))[-1]
+    with segment.open("ab") as fh:
+        fh.write(b'\n{"at":1,"run":"torn-1","flow":"recall","fr')
+    before = tree(path)
+    root = open_read_only(path, CONFIG)
+    try:
+        client = TestClient(create_app(root), base_url="http://127.0.0.1:8377")
+        broken = client.get("/")
+        assert broken.status_code == 400 and "CorruptStore" in broken.text
+        assert 'aria-current="page"' in broken.text  # still the inspector's page
+        for page in ("/spaces", "/documents", "/agents", "/flows", "/flows/recall"):
+            assert client.get(page).status_code == 200, page
+        assert "torn-1" not in client.get("/flows").text
+    finally:
+        root.close()
+    assert tree(path) == before
