@@ -8,10 +8,16 @@ root's database, on PostgreSQL) before and after every page and a recall.
 from __future__ import annotations
 
 import hashlib
+import html
 import io
 import json
 import os
 import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -118,8 +124,6 @@ def _ok(client: TestClient, path: str) -> str:
 
 def text_of(body: str) -> str:
     """A page's text, tags dropped and entities decoded (what a reader sees)."""
-    import html
-
     return html.unescape(re.sub(r"<[^>]+>", " ", body))
 
 
@@ -456,12 +460,6 @@ def test_any_value_shown_is_escaped_once() -> None:
 
 
 def test_the_command_serves_the_root_until_stopped(demo_root: Path) -> None:
-    import signal
-    import socket
-    import subprocess
-    import sys
-    import urllib.request
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
